@@ -1,0 +1,52 @@
+# queen_streams: PGXS build. `scripts/test.sh` and `scripts/run.sh` wrap it.
+EXTENSION = queen_streams
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = $(EXTENSION)
+OBJS = \
+	src/queen_streams.o \
+	src/common/guc.o \
+	src/common/json_out.o \
+	src/common/json_in.o \
+	src/common/spi_plan.o \
+	src/common/tenant.o \
+	src/common/uuid7.o \
+	src/storage/codec.o \
+	src/storage/allocator.o \
+	src/storage/push.o \
+	src/storage/pop.o \
+	src/storage/ack.o \
+	src/storage/lease.o \
+	src/storage/retention.o
+
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+
+PG_CPPFLAGS = -I$(srcdir)/src -DQS_VERSION=\"$(EXTVERSION)\"
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
+SHLIB_LINK = -lzstd -lxxhash -lcrypto
+
+# pg_regress and the isolation tester each start a throwaway instance with the
+# library preloaded (pg_cron's pattern); TAP tests start their own clusters.
+REGRESS = $(patsubst test/sql/%.sql,%,$(sort $(wildcard test/sql/*.sql)))
+REGRESS_OPTS = --inputdir=test --temp-instance=tmp_regress \
+	--temp-config=test/queen_streams.conf
+ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_isolation \
+	--temp-config=test/queen_streams.conf
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@
+
+# TAP tests live in test/t (pgvector's layout); PGXS's own target expects t/.
+prove_installcheck:
+	rm -rf $(CURDIR)/tmp_check
+	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+		PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+		$(PROVE) $(PG_PROVE_FLAGS) $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/t/*.pl)
+
+.PHONY: prove_installcheck

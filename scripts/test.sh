@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Sets up and runs every test suite of queen_streams against throwaway
+# PostgreSQL instances: pg_regress, the isolation tester, pgTAP and TAP.
+# Run as root on Debian bookworm (installs what is missing); the servers
+# themselves run as the unprivileged user `postgres`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+scripts/install-deps.sh
+# One run at a time per machine: every run installs into the server's lib dir.
+exec 9>/tmp/queen_streams.test.lock
+flock 9
+make -s -j"$(nproc)" >/dev/null
+make -s install >/dev/null
+
+# PostgreSQL refuses to run as root: test from a copy owned by `postgres`.
+WORK=$(mktemp -d /tmp/queen_streams-test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+rsync -a --exclude .git --exclude .run "$ROOT/" "$WORK/"
+chown -R postgres:postgres "$WORK"
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+passed=0
+failed=0
+LOG="$WORK/test-output.log"
+note() { printf '%s\n' "$*" | tee -a "$LOG"; }
+
+count_pg_regress() {	# counts "ok"/"FAILED" lines of pg_regress output
+	local out=$1
+	local ok bad
+	ok=$(grep -cE '^(ok|test|     ).* \.\.\. ok|^ok [0-9]+ ' "$out" || true)
+	bad=$(grep -cE '\.\.\. FAILED|^not ok ' "$out" || true)
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+}
+
+cd "$WORK"
+status=0
+
+note "== pg_regress and isolation (throwaway instances, library preloaded)"
+if ! as_pg make -s installcheck 2>&1 | tee "$WORK/regress.out"; then status=1; fi
+count_pg_regress "$WORK/regress.out"
+for d in regression.diffs output_iso/regression.diffs; do
+	[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
+done
+# Keep the actual outputs for inspection (test/results is ignored by git).
+mkdir -p "$ROOT/test/results"
+cp -f results/*.out output_iso/results/*.out "$ROOT/test/results/" 2>/dev/null || true
+
+if compgen -G "test/pgtap/*.sql" >/dev/null; then
+	note "== pgTAP"
+	if ! as_pg test/pgtap/run.sh 2>&1 | tee "$WORK/pgtap.out"; then status=1; fi
+	p=$(sed -n 's/^Files=\([0-9]*\), Tests=\([0-9]*\).*/\2/p' "$WORK/pgtap.out" | tail -1)
+	f=$(grep -cE '^not ok' "$WORK/pgtap.out" || true)
+	passed=$((passed + ${p:-0} - f)); failed=$((failed + f))
+fi
+
+if compgen -G "test/t/*.pl" >/dev/null; then
+	note "== TAP"
+	if ! as_pg make -s prove_installcheck PROVE_FLAGS=-v 2>&1 | tee "$WORK/tap.out"; then status=1; fi
+	p=$(grep -cE '^ok [0-9]+' "$WORK/tap.out" || true)
+	f=$(grep -cE '^not ok [0-9]+' "$WORK/tap.out" || true)
+	passed=$((passed + p)); failed=$((failed + f))
+fi
+
+[ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+echo
+echo "tests: $passed passed, $failed failed"
+exit "$status"

@@ -1,0 +1,93 @@
+/*
+ * common.h: helpers shared by every part of queen_streams: settings, UUIDs,
+ * tenants, JSON in and out, SPI plans.
+ */
+#ifndef QS_COMMON_H
+#define QS_COMMON_H
+
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#define QS_QUEUE_MODE "__QUEUE_MODE__"
+#define QS_DEFAULT_TENANT_STR "00000000-0000-0000-0000-000000000001"
+#define QS_UUID_STRLEN 36
+
+/* guc.c: every setting lives there */
+extern int	qs_zstd_level;
+extern int	qs_max_segment_kb;
+extern void qs_guc_init(void);
+
+/* uuid7.c */
+extern void qs_uuid7(pg_uuid_t *out);
+extern void qs_uuid_format(const pg_uuid_t *u, char *out);	/* out: 37 bytes */
+extern bool qs_uuid_parse(const char *s, int len, pg_uuid_t *out);
+extern void qs_random_bytes(void *buf, int len);
+
+/* tenant.c */
+extern const pg_uuid_t qs_default_tenant;
+extern void qs_tenant_arg(FunctionCallInfo fcinfo, int argno, pg_uuid_t *out);
+extern Datum qs_uuid_datum(const pg_uuid_t *u);
+
+/* json_out.c: a small writer that appends JSON text to a StringInfo */
+#define QSJ_MAX_DEPTH 16
+typedef struct QsJson
+{
+	StringInfoData buf;
+	int			depth;
+	bool		first[QSJ_MAX_DEPTH];
+} QsJson;
+
+extern void qsj_init(QsJson *j);
+extern void qsj_object(QsJson *j, const char *key);
+extern void qsj_array(QsJson *j, const char *key);
+extern void qsj_end(QsJson *j, char close);
+#define qsj_end_object(j) qsj_end((j), '}')
+#define qsj_end_array(j) qsj_end((j), ']')
+extern void qsj_str(QsJson *j, const char *key, const char *val);
+extern void qsj_strn(QsJson *j, const char *key, const char *val, int len);
+extern void qsj_int(QsJson *j, const char *key, int64 val);
+extern void qsj_bool(QsJson *j, const char *key, bool val);
+extern void qsj_null(QsJson *j, const char *key);
+extern void qsj_raw(QsJson *j, const char *key, const char *json, int len);
+extern void qsj_uuid(QsJson *j, const char *key, const pg_uuid_t *u);
+extern void qsj_time(QsJson *j, const char *key, TimestampTz ts);
+extern Jsonb *qsj_jsonb(QsJson *j);
+extern void qs_format_time(TimestampTz ts, char *out);	/* out: 32 bytes */
+
+/* json_in.c: reading request bodies with precise errors */
+extern JsonbContainer *qs_json_object_arg(Jsonb *jb, const char *what);
+extern bool qs_json_get(JsonbContainer *obj, const char *key, JsonbValue *out);
+extern char *qs_json_string(JsonbContainer *obj, const char *key, const char *what, bool required);
+extern bool qs_json_bool(JsonbContainer *obj, const char *key, const char *what, bool dflt);
+extern int64 qs_json_int(JsonbContainer *obj, const char *key, const char *what, int64 dflt);
+extern bool qs_json_uuid(JsonbContainer *obj, const char *key, const char *what, bool required, pg_uuid_t *out);
+extern JsonbContainer *qs_json_array(JsonbContainer *obj, const char *key, const char *what);
+extern JsonbContainer *qs_json_container(JsonbValue *v);
+extern char *qs_json_text(JsonbValue *v, int *len);
+extern char *qs_json_cstring(JsonbValue *v);
+
+/* spi_plan.c: statements prepared once per backend and kept */
+#define QS_MAX_PLAN_ARGS 10
+typedef struct QsPlan
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[QS_MAX_PLAN_ARGS];
+	SPIPlanPtr	plan;
+} QsPlan;
+
+extern int	qs_exec(QsPlan *p, Datum *values, const char *nulls, long tcount);
+extern Portal qs_cursor(QsPlan *p, Datum *values, const char *nulls);
+extern Datum qs_col(int row, int col, bool *isnull);
+extern int64 qs_col_int64(int row, int col, int64 ifnull);
+extern bool qs_col_bool(int row, int col, bool ifnull);
+extern void qs_spi_connect(void);
+extern void qs_spi_finish(void);
+
+#endif							/* QS_COMMON_H */

@@ -1,0 +1,162 @@
+/*
+ * json_out.c: append JSON text to a buffer, then turn it into jsonb once.
+ *
+ * Responses embed stored payloads verbatim (they are JSON text already), so
+ * building text and parsing it once is both the simplest and the cheapest path.
+ */
+#include "common/common.h"
+
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/json.h"
+
+void
+qsj_init(QsJson *j)
+{
+	initStringInfo(&j->buf);
+	j->depth = 0;
+	j->first[0] = true;
+}
+
+static void
+qsj_key(QsJson *j, const char *key)
+{
+	if (!j->first[j->depth])
+		appendStringInfoChar(&j->buf, ',');
+	j->first[j->depth] = false;
+	if (key)
+	{
+		escape_json(&j->buf, key);
+		appendStringInfoChar(&j->buf, ':');
+	}
+}
+
+static void
+qsj_open(QsJson *j, const char *key, char open)
+{
+	qsj_key(j, key);
+	appendStringInfoChar(&j->buf, open);
+	if (++j->depth >= QSJ_MAX_DEPTH)
+		elog(ERROR, "queen_streams: JSON writer nested too deep");
+	j->first[j->depth] = true;
+}
+
+void
+qsj_object(QsJson *j, const char *key)
+{
+	qsj_open(j, key, '{');
+}
+
+void
+qsj_array(QsJson *j, const char *key)
+{
+	qsj_open(j, key, '[');
+}
+
+void
+qsj_end(QsJson *j, char close)
+{
+	Assert(j->depth > 0);
+	j->depth--;
+	appendStringInfoChar(&j->buf, close);
+}
+
+void
+qsj_str(QsJson *j, const char *key, const char *val)
+{
+	qsj_key(j, key);
+	if (val)
+		escape_json(&j->buf, val);
+	else
+		appendStringInfoString(&j->buf, "null");
+}
+
+void
+qsj_strn(QsJson *j, const char *key, const char *val, int len)
+{
+	char	   *s = pnstrdup(val, len);
+
+	qsj_str(j, key, s);
+	pfree(s);
+}
+
+void
+qsj_int(QsJson *j, const char *key, int64 val)
+{
+	qsj_key(j, key);
+	appendStringInfo(&j->buf, INT64_FORMAT, val);
+}
+
+void
+qsj_bool(QsJson *j, const char *key, bool val)
+{
+	qsj_key(j, key);
+	appendStringInfoString(&j->buf, val ? "true" : "false");
+}
+
+void
+qsj_null(QsJson *j, const char *key)
+{
+	qsj_key(j, key);
+	appendStringInfoString(&j->buf, "null");
+}
+
+/* Embed JSON text as a value; empty text renders as null. */
+void
+qsj_raw(QsJson *j, const char *key, const char *json, int len)
+{
+	qsj_key(j, key);
+	if (len > 0)
+		appendBinaryStringInfo(&j->buf, json, len);
+	else
+		appendStringInfoString(&j->buf, "null");
+}
+
+void
+qsj_uuid(QsJson *j, const char *key, const pg_uuid_t *u)
+{
+	char		s[QS_UUID_STRLEN + 1];
+
+	qsj_key(j, key);
+	if (u == NULL)
+	{
+		appendStringInfoString(&j->buf, "null");
+		return;
+	}
+	qs_uuid_format(u, s);
+	appendStringInfoChar(&j->buf, '"');
+	appendStringInfoString(&j->buf, s);
+	appendStringInfoChar(&j->buf, '"');
+}
+
+/* UTC, microseconds: YYYY-MM-DDTHH:MI:SS.uuuuuuZ */
+void
+qs_format_time(TimestampTz ts, char *out)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
+			 tm.tm_year, tm.tm_mon, tm.tm_mday,
+			 tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
+}
+
+void
+qsj_time(QsJson *j, const char *key, TimestampTz ts)
+{
+	char		s[32];
+
+	qs_format_time(ts, s);
+	qsj_str(j, key, s);
+}
+
+Jsonb *
+qsj_jsonb(QsJson *j)
+{
+	Assert(j->depth == 0);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(j->buf.data)));
+}

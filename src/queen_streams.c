@@ -1,0 +1,14 @@
+/*
+ * queen_streams.c: module magic and _PG_init, which only dispatches.
+ */
+#include "common/common.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	qs_guc_init();
+}

@@ -1,0 +1,494 @@
+/*
+ * ack.c: queen.ack, single and batch acks by transaction id (facts §5).
+ *
+ * Acks are grouped by (partition, consumer group, lease); each group locks
+ * its cursor row (the only lock an ack takes), resolves each transaction id
+ * to the lowest matching offset of the leased span through the hash sidecar,
+ * then moves the cursor once:
+ *  - completed acks implicitly complete everything before the highest one;
+ *  - the lowest failed/dlq/retry position clamps the cursor below it and
+ *    decides the batch's fate (retry budget, dead letter, or drop).
+ */
+#include "storage/storage.h"
+
+#include "catalog/pg_type_d.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+
+typedef enum AckStatus
+{
+	ACK_COMPLETED,
+	ACK_RETRY,
+	ACK_FAILED,
+	ACK_DLQ
+} AckStatus;
+
+typedef struct AckItem
+{
+	int			index;
+	char	   *txn;
+	pg_uuid_t	pid;
+	char	   *group;
+	char	   *worker;
+	char	   *error_reason;
+	AckStatus	status;
+	uint8		hash[QS_HASH_LEN];
+	int64		offset;			/* resolved, or -1 */
+	/* result */
+	bool		success;
+	const char *error;
+	bool		lease_released;
+	bool		dlq;
+	bool		noop;
+} AckItem;
+
+static QsPlan owner_plan = {
+	"SELECT q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries, p.txns_start"
+	"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	" WHERE p.id = $1 AND q.tenant_id = $2",
+	2, {UUIDOID, UUIDOID}
+};
+
+static QsPlan lock_consumer_plan = {
+	"SELECT committed, batch_end, worker_id,"
+	"       lease_expires_at IS NULL OR lease_expires_at < clock_timestamp(),"
+	"       batch_retry_count"
+	"  FROM queen.log_consumers WHERE partition_id = $1 AND consumer_group = $2 FOR UPDATE",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan span_txns_plan = {
+	"SELECT base_offset, hashes FROM queen.log_txns"
+	" WHERE partition_id = $1 AND end_offset >= $2 AND base_offset <= $3",
+	3, {UUIDOID, INT8OID, INT8OID}
+};
+
+/* Below the cursor: newest first, bounded, only to tell no-ops from errors. */
+static QsPlan below_txns_plan = {
+	"SELECT base_offset, hashes FROM queen.log_txns"
+	" WHERE partition_id = $1 AND base_offset <= $2 AND end_offset >= $3"
+	" ORDER BY base_offset DESC LIMIT 1000",
+	3, {UUIDOID, INT8OID, INT8OID}
+};
+
+static QsPlan move_plan = {
+	"UPDATE queen.log_consumers"
+	"   SET committed = $3, total_consumed = total_consumed + $4,"
+	"       worker_id = CASE WHEN $5 THEN NULL ELSE worker_id END,"
+	"       lease_expires_at = CASE WHEN $5 THEN NULL ELSE lease_expires_at END,"
+	"       batch_end = CASE WHEN $5 THEN NULL ELSE batch_end END,"
+	"       batch_retry_count = $6,"
+	"       attempt_offset = CASE WHEN $7 THEN NULL ELSE attempt_offset END,"
+	"       attempt_count = CASE WHEN $7 THEN 0 ELSE attempt_count END"
+	" WHERE partition_id = $1 AND consumer_group = $2",
+	7, {UUIDOID, TEXTOID, INT8OID, INT8OID, BOOLOID, INT4OID, BOOLOID}
+};
+
+static QsPlan dlq_plan = {
+	"INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,"
+	"                           transaction_id, payload, error, retry_count)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+	8, {UUIDOID, TEXTOID, INT8OID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, INT4OID}
+};
+
+static AckStatus
+parse_status(const char *s)
+{
+	if (s == NULL || strcmp(s, "completed") == 0 || strcmp(s, "success") == 0 ||
+		strcmp(s, "acked") == 0 || strcmp(s, "ok") == 0)
+		return ACK_COMPLETED;
+	if (strcmp(s, "retry") == 0)
+		return ACK_RETRY;
+	if (strcmp(s, "dlq") == 0)
+		return ACK_DLQ;
+	return ACK_FAILED;
+}
+
+static void
+parse_item(JsonbContainer *o, const char *what, const char *dflt_group, AckItem *it)
+{
+	char	   *status;
+
+	it->txn = qs_json_string(o, "transactionId", what, true);
+	qs_json_uuid(o, "partitionId", what, true, &it->pid);
+	status = qs_json_string(o, "status", what, false);
+	it->status = parse_status(status);
+	it->group = qs_json_string(o, "consumerGroup", what, false);
+	if (it->group == NULL || it->group[0] == '\0')
+		it->group = (char *) dflt_group;
+	it->worker = qs_json_string(o, "leaseId", what, false);
+	if (it->worker == NULL)
+		it->worker = "";
+	it->error_reason = qs_json_string(o, "error", what, false);
+	qs_txn_hash(it->txn, strlen(it->txn), it->hash);
+	it->offset = -1;
+}
+
+static int
+item_cmp(const void *a, const void *b)
+{
+	const AckItem *x = *(AckItem *const *) a;
+	const AckItem *y = *(AckItem *const *) b;
+	int			r = memcmp(x->pid.data, y->pid.data, UUID_LEN);
+
+	if (r == 0)
+		r = strcmp(x->group, y->group);
+	if (r == 0)
+		r = strcmp(x->worker, y->worker);
+	if (r == 0)
+		r = x->index - y->index;
+	return r;
+}
+
+static bool
+same_group(const AckItem *x, const AckItem *y)
+{
+	return memcmp(x->pid.data, y->pid.data, UUID_LEN) == 0 &&
+		strcmp(x->group, y->group) == 0 && strcmp(x->worker, y->worker) == 0;
+}
+
+/* Lowest offset in [lo, hi] whose stored hash equals each item's hash. */
+static void
+match_hashes(AckItem **items, int n, int64 lo, int64 hi, int64 *found)
+{
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		int64		base = qs_col_int64(r, 1, 0);
+		bool		isnull;
+		bytea	   *hb = DatumGetByteaPP(qs_col(r, 2, &isnull));
+		const uint8 *h = (const uint8 *) VARDATA_ANY(hb);
+		int			count = VARSIZE_ANY_EXHDR(hb) / QS_HASH_LEN;
+
+		for (int k = 0; k < count; k++)
+		{
+			int64		off = base + k;
+
+			if (off < lo || off > hi)
+				continue;
+			for (int i = 0; i < n; i++)
+				if ((found[i] == -1 || off < found[i]) &&
+					memcmp(items[i]->hash, h + k * QS_HASH_LEN, QS_HASH_LEN) == 0)
+					found[i] = off;
+		}
+	}
+}
+
+static Datum
+payload_jsonb(const char *payload, int len, bool *isnull)
+{
+	JsonLexContext *lex;
+	char	   *s;
+
+	*isnull = (len == 0);
+	if (len == 0)
+		return (Datum) 0;
+	s = pnstrdup(payload, len);
+	lex = makeJsonLexContextCstringLen(s, len, GetDatabaseEncoding(), false);
+	if (pg_parse_json(lex, &nullSemAction) == JSON_SUCCESS)
+		return DirectFunctionCall1(jsonb_in, CStringGetDatum(s));
+	/* Not JSON (a raw segment written by hand): keep it as a JSON string. */
+	return DirectFunctionCall1(to_jsonb, CStringGetTextDatum(s));
+}
+
+static void
+dead_letter(AckItem *it, int64 offset, int retry_count)
+{
+	QsFrame		f;
+	Datum		args[8];
+	char		nulls[8] = "        ";
+	pg_uuid_t	mid;
+	bool		isnull;
+
+	args[0] = qs_uuid_datum(&it->pid);
+	args[1] = CStringGetTextDatum(it->group);
+	args[2] = Int64GetDatum(offset);
+	if (qs_frame_at(&it->pid, offset, &f))
+	{
+		memcpy(mid.data, f.id, UUID_LEN);
+		args[3] = qs_uuid_datum(&mid);
+		args[4] = PointerGetDatum(cstring_to_text_with_len(f.txn, f.txn_len));
+		args[5] = payload_jsonb(f.payload, f.payload_len, &isnull);
+		if (isnull)
+			nulls[5] = 'n';
+	}
+	else
+	{
+		nulls[3] = 'n';
+		args[4] = CStringGetTextDatum(it->txn);
+		nulls[5] = 'n';
+	}
+	args[6] = CStringGetTextDatum(it->error_reason ? it->error_reason : "Retries exhausted");
+	args[7] = Int32GetDatum(retry_count);
+	qs_exec(&dlq_plan, args, nulls, 0);
+}
+
+static void
+fail_all(AckItem **items, int n, const char *error)
+{
+	for (int i = 0; i < n; i++)
+	{
+		items[i]->success = false;
+		items[i]->error = error;
+	}
+}
+
+/* All items share (partition, group, lease). */
+static void
+ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
+{
+	Datum		args[7];
+	int			retry_limit;
+	bool		dlq_enabled;
+	int64		txns_start,
+				committed,
+				batch_end,
+				lo;
+	bool		have_batch,
+				expired,
+				isnull;
+	char	   *holder;
+	int			retry_count;
+	int64	   *found = palloc(sizeof(int64) * n);
+	AckItem    *signal = NULL;
+	int64		ok_max = -1;
+	int64		target;
+	bool		release = false;
+	bool		reset_attempt = false;
+	const char *worker = items[0]->worker;
+
+	args[0] = qs_uuid_datum(&items[0]->pid);
+	args[1] = qs_uuid_datum(tenant);
+	qs_exec(&owner_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+	{
+		fail_all(items, n, "partition not owned by tenant");
+		return;
+	}
+	retry_limit = DatumGetInt32(qs_col(0, 1, &isnull));
+	dlq_enabled = qs_col_bool(0, 2, true);
+	txns_start = qs_col_int64(0, 3, 0);
+
+	args[1] = CStringGetTextDatum(items[0]->group);
+	qs_exec(&lock_consumer_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+	{
+		fail_all(items, n, "consumer not found");
+		return;
+	}
+	committed = qs_col_int64(0, 1, -1);
+	batch_end = DatumGetInt64(qs_col(0, 2, &isnull));
+	have_batch = !isnull;
+	holder = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	expired = qs_col_bool(0, 4, true);
+	retry_count = DatumGetInt32(qs_col(0, 5, &isnull));
+
+	/* The lease is checked only when the client names one. */
+	if (worker[0] != '\0' && (holder == NULL || strcmp(holder, worker) != 0 || expired))
+	{
+		fail_all(items, n, "invalid or expired lease");
+		return;
+	}
+
+	for (int i = 0; i < n; i++)
+		found[i] = -1;
+	lo = Max(committed + 1, txns_start);
+	if (have_batch && batch_end >= lo)
+	{
+		args[1] = Int64GetDatum(lo);
+		args[2] = Int64GetDatum(batch_end);
+		qs_exec(&span_txns_plan, args, NULL, 0);
+		match_hashes(items, n, lo, batch_end, found);
+	}
+
+	/* Unresolved: below the cursor is a no-op or a stale signal. */
+	for (int i = 0; i < n; i++)
+	{
+		if (found[i] >= 0)
+			continue;
+		{
+			int64	   *below = palloc(sizeof(int64) * n);
+
+			/* resolved items start "found" at -2 < any offset, so never match */
+			for (int k = 0; k < n; k++)
+				below[k] = found[k] >= 0 ? -2 : -1;
+			args[1] = Int64GetDatum(committed);
+			args[2] = Int64GetDatum(txns_start);
+			qs_exec(&below_txns_plan, args, NULL, 0);
+			match_hashes(items, n, txns_start, committed, below);
+			for (int k = 0; k < n; k++)
+			{
+				if (found[k] >= 0)
+					continue;
+				items[k]->success = false;
+				if (below[k] < 0)
+					items[k]->error = "transaction not found in the leased batch";
+				else if (items[k]->status != ACK_COMPLETED)
+					items[k]->error = "already committed: the cursor moved past this message before this ack";
+				else
+				{
+					items[k]->success = true;
+					items[k]->noop = true;
+				}
+			}
+		}
+		break;					/* one look below the cursor serves every item */
+	}
+
+	for (int i = 0; i < n; i++)
+	{
+		AckItem    *it = items[i];
+
+		if (found[i] < 0)
+			continue;
+		it->offset = found[i];
+		it->success = true;
+		if (it->status == ACK_COMPLETED)
+			continue;
+		/* lowest position wins; on a tie dlq > failed > retry */
+		if (signal == NULL || it->offset < signal->offset ||
+			(it->offset == signal->offset && it->status > signal->status))
+			signal = it;
+	}
+	for (int i = 0; i < n; i++)
+		if (found[i] >= 0 && items[i]->status == ACK_COMPLETED &&
+			(signal == NULL || found[i] < signal->offset))
+			ok_max = Max(ok_max, found[i]);
+
+	if (signal == NULL && ok_max < 0)
+		return;					/* nothing resolved in the span: cursor untouched */
+
+	target = Max(committed, ok_max);
+	if (signal == NULL)
+	{
+		if (!have_batch || target >= batch_end)
+		{
+			release = true;
+			reset_attempt = true;
+			retry_count = 0;
+		}
+	}
+	else if (signal->status == ACK_RETRY)
+		release = true;
+	else if (signal->status == ACK_FAILED && retry_count < retry_limit)
+	{
+		release = true;
+		retry_count++;
+	}
+	else
+	{
+		/* dlq, or failed with the budget spent: retire the poison message */
+		if (signal->status == ACK_DLQ || dlq_enabled)
+		{
+			dead_letter(signal, signal->offset, retry_count);
+			signal->dlq = true;
+		}
+		target = signal->offset;
+		release = true;
+		reset_attempt = true;
+		retry_count = 0;
+	}
+
+	args[1] = CStringGetTextDatum(items[0]->group);
+	args[2] = Int64GetDatum(target);
+	args[3] = Int64GetDatum(target - committed);
+	args[4] = BoolGetDatum(release);
+	args[5] = Int32GetDatum(retry_count);
+	args[6] = BoolGetDatum(reset_attempt);
+	qs_exec(&move_plan, args, NULL, 0);
+
+	for (int i = 0; i < n; i++)
+		if (items[i]->success && !items[i]->noop)
+			items[i]->lease_released = release;
+}
+
+/* SQL: queen.ack(request jsonb, tenant uuid) */
+PG_FUNCTION_INFO_V1(qs_ack);
+Datum
+qs_ack(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *req;
+	JsonbContainer *obj;
+	JsonbContainer *arr;
+	pg_uuid_t	tenant;
+	AckItem    *items;
+	AckItem   **sorted;
+	int			n;
+	QsJson		j;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ack request must be a JSON object")));
+	req = PG_GETARG_JSONB_P(0);
+	qs_tenant_arg(fcinfo, 1, &tenant);
+	obj = qs_json_object_arg(req, "ack request");
+	arr = qs_json_array(obj, "acknowledgments", "ack request");
+
+	if (arr)
+	{
+		char	   *group = qs_json_string(obj, "consumerGroup", "ack request", false);
+
+		if (group == NULL || group[0] == '\0')
+			group = QS_QUEUE_MODE;
+		n = JsonContainerSize(arr);
+		items = palloc0(sizeof(AckItem) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+		{
+			JsonbValue *v = getIthJsonbValueFromContainer(arr, i);
+			JsonbContainer *o = qs_json_container(v);
+			char		what[40];
+
+			snprintf(what, sizeof(what), "acknowledgment %d", i);
+			if (o == NULL || !JsonContainerIsObject(o))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("%s must be a JSON object", what)));
+			items[i].index = i;
+			parse_item(o, what, group, &items[i]);
+		}
+	}
+	else
+	{
+		n = 1;
+		items = palloc0(sizeof(AckItem));
+		parse_item(obj, "ack request", QS_QUEUE_MODE, &items[0]);
+	}
+
+	/* Cursor rows are locked in (partition, group) order: no ack deadlocks. */
+	sorted = palloc(sizeof(AckItem *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		sorted[i] = &items[i];
+	qsort(sorted, n, sizeof(AckItem *), item_cmp);
+
+	qsj_init(&j);
+	qs_spi_connect();
+	for (int i = 0; i < n;)
+	{
+		int			k = i + 1;
+
+		while (k < n && same_group(sorted[i], sorted[k]))
+			k++;
+		ack_group(&tenant, sorted + i, k - i);
+		i = k;
+	}
+	qs_spi_finish();
+
+	qsj_array(&j, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		AckItem    *it = &items[i];
+
+		qsj_object(&j, NULL);
+		qsj_int(&j, "index", i);
+		qsj_str(&j, "transactionId", it->txn);
+		qsj_bool(&j, "success", it->success);
+		qsj_str(&j, "error", it->error);
+		qsj_bool(&j, "leaseReleased", it->lease_released);
+		qsj_bool(&j, "dlq", it->dlq);
+		qsj_bool(&j, "noop", it->noop);
+		qsj_end_object(&j);
+	}
+	qsj_end_array(&j);
+	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+}

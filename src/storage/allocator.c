@@ -1,0 +1,382 @@
+/*
+ * allocator.c: resolve (or auto-create) a partition under a tenant and append
+ * one packed segment to it: dedup probe, offset allocation under the
+ * partition row lock, segment and hash rows (facts §3.1).
+ */
+#include "storage/storage.h"
+
+#include "catalog/pg_type_d.h"
+#include "utils/builtins.h"
+
+static QsPlan resolve_plan = {
+	"SELECT p.id, q.dedup_window_seconds, q.encryption_enabled"
+	"  FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id"
+	" WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
+	3, {UUIDOID, TEXTOID, TEXTOID}
+};
+
+/* Auto-create only on the missing branch: an ON CONFLICT per push convoys. */
+static QsPlan create_queue_plan = {
+	"INSERT INTO queen.queues (tenant_id, name, namespace, task)"
+	" VALUES ($1, $2, split_part($2, '.', 1), split_part($2, '.', 2))"
+	" ON CONFLICT (tenant_id, name) DO NOTHING",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan create_partition_plan = {
+	"INSERT INTO queen.log_partitions (queue_id, name)"
+	" SELECT id, $3 FROM queen.queues WHERE tenant_id = $1 AND name = $2"
+	" ON CONFLICT (queue_id, name) DO NOTHING",
+	3, {UUIDOID, TEXTOID, TEXTOID}
+};
+
+static void
+check_name(const char *kind, const char *name)
+{
+	if (name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s name must not be empty", kind)));
+	if (strlen(name) > 255)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s name is too long", kind),
+				 errdetail("Names are at most 255 bytes.")));
+}
+
+bool
+qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
+					 const char *partition, bool create, QsPartition *out)
+{
+	Datum		args[3];
+
+	check_name("queue", queue);
+	check_name("partition", partition);
+	args[0] = qs_uuid_datum(tenant);
+	args[1] = CStringGetTextDatum(queue);
+	args[2] = CStringGetTextDatum(partition);
+
+	for (int attempt = 0; attempt < 2; attempt++)
+	{
+		qs_exec(&resolve_plan, args, NULL, 1);
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+
+			out->pid = *DatumGetUUIDP(qs_col(0, 1, &isnull));
+			out->window = DatumGetInt32(qs_col(0, 2, &isnull));
+			out->encrypt = qs_col_bool(0, 3, false);
+			return true;
+		}
+		if (!create || attempt == 1)
+			break;
+		qs_exec(&create_queue_plan, args, NULL, 0);
+		qs_exec(&create_partition_plan, args, NULL, 0);
+	}
+	if (create)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("QPUSH unknown queue/partition %s/%s", queue, partition)));
+	return false;
+}
+
+static QsPlan lock_plan = {
+	"SELECT last_offset, txns_start FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+	1, {UUIDOID}
+};
+
+static QsPlan probe_plan = {
+	"SELECT base_offset, hashes FROM queen.log_txns"
+	" WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3",
+	3, {UUIDOID, INT8OID, TIMESTAMPTZOID}
+};
+
+/* Keeps the allocator UPDATE HOT: last_write_at moves only when >1 s stale. */
+static QsPlan bump_plan = {
+	"UPDATE queen.log_partitions"
+	"   SET last_offset = last_offset + $2,"
+	"       last_write_at = CASE WHEN last_write_at IS NULL"
+	"                             OR last_write_at < now() - interval '1 second'"
+	"                            THEN now() ELSE last_write_at END,"
+	"       oldest_live_at = COALESCE(oldest_live_at, now()),"
+	"       oldest_txn_at = COALESCE(oldest_txn_at, now())"
+	" WHERE id = $1 RETURNING last_offset",
+	2, {UUIDOID, INT8OID}
+};
+
+static QsPlan segment_plan = {
+	"INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
+	" VALUES ($1, $2, $3, $4, $5)",
+	5, {UUIDOID, INT8OID, INT8OID, TIMESTAMPTZOID, BYTEAOID}
+};
+
+static QsPlan txns_plan = {
+	"INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
+	" VALUES ($1, $2, $3, $4, $5)",
+	5, {UUIDOID, INT8OID, INT8OID, TIMESTAMPTZOID, BYTEAOID}
+};
+
+/* Open-addressing set of the incoming hashes that may repeat. */
+typedef struct ProbeSet
+{
+	int			size;			/* power of two */
+	int		   *slot;			/* frame index + 1, 0 = empty */
+	const uint8 *hashes;
+} ProbeSet;
+
+static uint32
+hash_slot(const uint8 *h)
+{
+	uint32		v;
+
+	memcpy(&v, h + 8, sizeof(v));	/* xxh3 bits are uniform */
+	return v;
+}
+
+static void
+probe_duplicates(const pg_uuid_t *pid, int count, const uint8 *hashes,
+				 int64 from, TimestampTz since, const bool *probe, QsAppendResult *res)
+{
+	ProbeSet	set;
+	int64	   *first;			/* per incoming frame: original offset, or -1 */
+	Datum		args[3];
+	int			nprobe = 0;
+
+	set.size = 16;
+	while (set.size < count * 2)
+		set.size <<= 1;
+	set.slot = palloc0(sizeof(int) * set.size);
+	set.hashes = hashes;
+	for (int i = 0; i < count; i++)
+	{
+		uint32		s;
+
+		if (probe && !probe[i])
+			continue;
+		nprobe++;
+		s = hash_slot(hashes + i * QS_HASH_LEN) & (set.size - 1);
+		while (set.slot[s] != 0)
+			s = (s + 1) & (set.size - 1);
+		set.slot[s] = i + 1;
+	}
+	if (nprobe == 0)
+		return;
+
+	first = palloc(sizeof(int64) * count);
+	for (int i = 0; i < count; i++)
+		first[i] = -1;
+
+	args[0] = qs_uuid_datum(pid);
+	args[1] = Int64GetDatum(from);
+	args[2] = TimestampTzGetDatum(since);
+	qs_exec(&probe_plan, args, NULL, 0);
+
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		int64		base = qs_col_int64(r, 1, 0);
+		bool		isnull;
+		bytea	   *stored = DatumGetByteaPP(qs_col(r, 2, &isnull));
+		const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
+		int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
+
+		for (int k = 0; k < n; k++)
+		{
+			const uint8 *h = sh + k * QS_HASH_LEN;
+			uint32		s = hash_slot(h) & (set.size - 1);
+
+			for (; set.slot[s] != 0; s = (s + 1) & (set.size - 1))
+			{
+				int			i = set.slot[s] - 1;
+
+				if (memcmp(hashes + i * QS_HASH_LEN, h, QS_HASH_LEN) == 0 &&
+					(first[i] < 0 || base + k < first[i]))
+					first[i] = base + k;
+			}
+		}
+	}
+
+	for (int i = 0; i < count; i++)
+	{
+		if (first[i] < 0)
+			continue;
+		if (res->ndups == 0)
+		{
+			res->dup_idx = palloc(sizeof(int) * count);
+			res->dup_off = palloc(sizeof(int64) * count);
+		}
+		res->dup_idx[res->ndups] = i;
+		res->dup_off[res->ndups] = first[i];
+		res->ndups++;
+	}
+	res->duplicate = res->ndups > 0;
+}
+
+/*
+ * Append one segment of `count` frames. With a dedup window, the partition
+ * row is locked first and the window probed; any hit writes nothing.
+ * created_at is stamped after the row lock, so it is monotone in offsets.
+ */
+void
+qs_append_segment(const pg_uuid_t *pid, int window, int count,
+				  const uint8 *hashes, bytea *blob, int64 verified,
+				  const bool *probe, QsAppendResult *res)
+{
+	Datum		args[5];
+	Datum		pidd = qs_uuid_datum(pid);
+	bytea	   *hb;
+	int64		last;
+
+	memset(res, 0, sizeof(*res));
+
+	if (window > 0)
+	{
+		TimestampTz now;
+		int64		txns_start;
+
+		args[0] = pidd;
+		qs_exec(&lock_plan, args, NULL, 1);
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("QPUSH partition vanished mid-push")));
+		txns_start = qs_col_int64(0, 2, 0);
+		now = GetCurrentTimestamp();
+		probe_duplicates(pid, count, hashes, Max(verified, txns_start - 1),
+						 now - (TimestampTz) window * USECS_PER_SEC, probe, res);
+		if (res->duplicate)
+			return;
+	}
+
+	args[0] = pidd;
+	args[1] = Int64GetDatum(count);
+	qs_exec(&bump_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("QPUSH partition vanished mid-push")));
+	last = qs_col_int64(0, 1, 0);
+	res->base_offset = last - count + 1;
+	res->created_at = GetCurrentTimestamp();
+
+	hb = palloc(VARHDRSZ + count * QS_HASH_LEN);
+	SET_VARSIZE(hb, VARHDRSZ + count * QS_HASH_LEN);
+	memcpy(VARDATA(hb), hashes, count * QS_HASH_LEN);
+
+	args[1] = Int64GetDatum(res->base_offset);
+	args[2] = Int64GetDatum(last);
+	args[3] = TimestampTzGetDatum(res->created_at);
+	args[4] = PointerGetDatum(blob);
+	qs_exec(&segment_plan, args, NULL, 0);
+	args[4] = PointerGetDatum(hb);
+	qs_exec(&txns_plan, args, NULL, 0);
+}
+
+static QsPlan covering_plan = {
+	"SELECT base_offset, end_offset, blob FROM queen.log_segments"
+	" WHERE partition_id = $1 AND base_offset <= $2"
+	" ORDER BY base_offset DESC LIMIT 1",
+	2, {UUIDOID, INT8OID}
+};
+
+/* The frame stored at an offset; false when retention removed it. */
+bool
+qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame)
+{
+	Datum		args[2];
+	int64		base,
+				end;
+	bool		isnull;
+	QsFrame    *frames;
+
+	args[0] = qs_uuid_datum(pid);
+	args[1] = Int64GetDatum(offset);
+	qs_exec(&covering_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+		return false;
+	base = qs_col_int64(0, 1, 0);
+	end = qs_col_int64(0, 2, 0);
+	if (end < offset)
+		return false;
+	frames = qs_segment_decode(DatumGetByteaPP(qs_col(0, 3, &isnull)), end - base + 1, pid, base);
+	*frame = frames[offset - base];
+	return true;
+}
+
+/* SQL: queen.log_push_one_v1(...) */
+PG_FUNCTION_INFO_V1(qs_log_push_one_v1);
+Datum
+qs_log_push_one_v1(PG_FUNCTION_ARGS)
+{
+	char	   *queue;
+	char	   *partition;
+	int32		count;
+	bytea	   *hashes;
+	int64		verified;
+	bytea	   *blob;
+	pg_uuid_t	tenant;
+	QsPartition part;
+	QsAppendResult res;
+	QsJson		j;
+
+	for (int i = 0; i < 6; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("QPUSH argument %d must not be null", i + 1)));
+	queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	partition = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	count = PG_GETARG_INT32(2);
+	hashes = PG_GETARG_BYTEA_PP(3);
+	verified = PG_GETARG_INT64(4);
+	blob = PG_GETARG_BYTEA_PP(5);
+	qs_tenant_arg(fcinfo, 8, &tenant);
+
+	if (count < 1 || VARSIZE_ANY_EXHDR(hashes) != (Size) count * QS_HASH_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("QPUSH bad segment: msg_count=%d, hashes=%d bytes (want 16/msg)",
+						count, (int) VARSIZE_ANY_EXHDR(hashes))));
+
+	qsj_init(&j);
+	qs_spi_connect();
+	if (PG_ARGISNULL(6) || PG_ARGISNULL(7))
+	{
+		qs_partition_resolve(&tenant, queue, partition, true, &part);
+		if (!PG_ARGISNULL(6))
+			part.pid = *PG_GETARG_UUID_P(6);
+		if (!PG_ARGISNULL(7))
+			part.window = PG_GETARG_INT32(7);
+	}
+	else
+	{
+		part.pid = *PG_GETARG_UUID_P(6);
+		part.window = PG_GETARG_INT32(7);
+	}
+
+	qs_append_segment(&part.pid, part.window, count, (const uint8 *) VARDATA_ANY(hashes),
+					  blob, verified, NULL, &res);
+
+	qsj_object(&j, NULL);
+	if (res.duplicate)
+	{
+		qsj_str(&j, "status", "duplicate");
+		qsj_array(&j, "dups");
+		for (int i = 0; i < res.ndups; i++)
+		{
+			qsj_object(&j, NULL);
+			qsj_int(&j, "i", res.dup_idx[i]);
+			qsj_int(&j, "off", res.dup_off[i]);
+			qsj_end_object(&j);
+		}
+		qsj_end_array(&j);
+	}
+	else
+	{
+		qsj_str(&j, "status", "queued");
+		qsj_int(&j, "baseOffset", res.base_offset);
+		qsj_time(&j, "createdAt", res.created_at);
+	}
+	qsj_end_object(&j);
+	qs_spi_finish();
+	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+}

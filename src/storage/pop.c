@@ -1,0 +1,553 @@
+/*
+ * pop.c: queen.pop, the claim algorithm of facts §4.3.
+ *
+ * Per partition: lock the cursor row if its lease is free (SKIP LOCKED, so
+ * concurrent pops never wait on each other and never share offsets), read
+ * from committed+1 (a batch may start mid-segment and span segments), then
+ * either lease the batch or, with auto-ack, move the cursor past it.
+ */
+#include "storage/storage.h"
+
+#include "catalog/pg_type_d.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+
+typedef struct PopCtx
+{
+	pg_uuid_t	tenant;
+	const char *queue;
+	const char *group;
+	bool		queue_mode;
+	int			budget;
+	int			lease_seconds;
+	bool		auto_ack;
+	Datum		queue_id;
+	int			delayed;
+	int			window_buffer;
+	bool		seek;			/* group starts at the first segment >= seek_ts */
+	TimestampTz seek_ts;
+	char		worker[QS_UUID_STRLEN + 1];
+	QsJson	   *j;
+	int			claimed;
+	char	   *first_name;		/* allocated in `outer`: outlives SPI */
+	pg_uuid_t	first_pid;
+	MemoryContext outer;
+} PopCtx;
+
+static QsPlan queue_plan = {
+	"SELECT id, lease_time, delayed_processing, window_buffer"
+	"  FROM queen.queues WHERE tenant_id = $1 AND name = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan sub_get_plan = {
+	"SELECT subscription_mode, subscription_timestamp FROM queen.consumer_groups_metadata"
+	" WHERE queue_id = $1 AND consumer_group = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan sub_put_plan = {
+	"INSERT INTO queen.consumer_groups_metadata"
+	"   (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)"
+	" VALUES ($1, $2, $3, $4, $5) ON CONFLICT (queue_id, consumer_group) DO NOTHING",
+	5, {UUIDOID, TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+static QsPlan one_partition_plan = {
+	"SELECT id, name FROM queen.log_partitions WHERE queue_id = $1 AND name = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+/* Partitions with something past this group's cursor and no live lease,
+ * least recently served first so one busy partition cannot starve others. */
+static QsPlan candidates_plan = {
+	"SELECT p.id, p.name FROM queen.log_partitions p"
+	"  LEFT JOIN queen.log_consumers c"
+	"         ON c.partition_id = p.id AND c.consumer_group = $2"
+	" WHERE p.queue_id = $1 AND p.last_offset >= p.log_start"
+	"   AND (c.partition_id IS NULL"
+	"        OR (c.committed < p.last_offset"
+	"            AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL"
+	"                 OR c.lease_expires_at < clock_timestamp())))"
+	" ORDER BY c.lease_acquired_at NULLS FIRST, p.id LIMIT $3",
+	3, {UUIDOID, TEXTOID, INT4OID}
+};
+
+static QsPlan partition_state_plan = {
+	"SELECT last_offset, log_start FROM queen.log_partitions WHERE id = $1",
+	1, {UUIDOID}
+};
+
+static QsPlan newest_plan = {
+	"SELECT created_at FROM queen.log_segments WHERE partition_id = $1"
+	" ORDER BY base_offset DESC LIMIT 1",
+	1, {UUIDOID}
+};
+
+static QsPlan claim_plan = {
+	"SELECT committed FROM queen.log_consumers"
+	" WHERE partition_id = $1 AND consumer_group = $2"
+	"   AND (worker_id IS NULL OR lease_expires_at IS NULL"
+	"        OR lease_expires_at < clock_timestamp())"
+	" FOR UPDATE SKIP LOCKED",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan exists_plan = {
+	"SELECT 1 FROM queen.log_consumers WHERE partition_id = $1 AND consumer_group = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan first_contact_lock_plan = {
+	"SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || '/' || $2, 42))",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan seek_plan = {
+	"SELECT base_offset FROM queen.log_segments"
+	" WHERE partition_id = $1 AND created_at >= $2 ORDER BY base_offset LIMIT 1",
+	2, {UUIDOID, TIMESTAMPTZOID}
+};
+
+static QsPlan consumer_insert_plan = {
+	"INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)"
+	" VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+	3, {UUIDOID, TEXTOID, INT8OID}
+};
+
+static QsPlan covering_bounds_plan = {
+	"SELECT base_offset, end_offset FROM queen.log_segments"
+	" WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1",
+	2, {UUIDOID, INT8OID}
+};
+
+static QsPlan segments_from_plan = {
+	"SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments"
+	" WHERE partition_id = $1 AND base_offset >= $2 ORDER BY base_offset",
+	2, {UUIDOID, INT8OID}
+};
+
+static QsPlan seal_plan = {
+	"UPDATE queen.log_consumers SET committed = $3"
+	" WHERE partition_id = $1 AND consumer_group = $2",
+	3, {UUIDOID, TEXTOID, INT8OID}
+};
+
+static QsPlan autoack_plan = {
+	"UPDATE queen.log_consumers"
+	"   SET committed = $3, worker_id = NULL, lease_expires_at = NULL, batch_end = NULL,"
+	"       lease_acquired_at = clock_timestamp(), total_consumed = total_consumed + $4,"
+	"       batch_retry_count = 0, attempt_offset = NULL, attempt_count = 0"
+	" WHERE partition_id = $1 AND consumer_group = $2",
+	4, {UUIDOID, TEXTOID, INT8OID, INT8OID}
+};
+
+static QsPlan lease_plan = {
+	"UPDATE queen.log_consumers"
+	"   SET worker_id = $3, lease_expires_at = clock_timestamp() + make_interval(secs => $4),"
+	"       lease_acquired_at = clock_timestamp(), batch_end = $5,"
+	"       attempt_count = CASE WHEN attempt_offset = $6 THEN attempt_count + 1 ELSE 1 END,"
+	"       attempt_offset = $6"
+	" WHERE partition_id = $1 AND consumer_group = $2",
+	6, {UUIDOID, TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID}
+};
+
+/* Where a group that first meets a partition starts (its durable subscription). */
+static void
+load_subscription(PopCtx *c, const char *mode, const char *from)
+{
+	Datum		args[5];
+	char		nulls[5] = "     ";
+	bool		isnull;
+
+	c->seek = false;
+	if (c->queue_mode)
+		return;				/* queue mode always starts from the backlog */
+
+	args[0] = c->queue_id;
+	args[1] = CStringGetTextDatum(c->group);
+	qs_exec(&sub_get_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+	{
+		const char *m = "all";
+		TimestampTz ts = 0;
+
+		if ((from && pg_strcasecmp(from, "now") == 0) || (mode && strcmp(mode, "new") == 0))
+		{
+			m = "new";
+			ts = GetCurrentTimestamp();
+		}
+		else if (from && from[0] != '\0')
+		{
+			m = "timestamp";
+			ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(from),
+														 ObjectIdGetDatum(InvalidOid),
+														 Int32GetDatum(-1)));
+		}
+		args[0] = qs_uuid_datum(&c->tenant);
+		args[1] = CStringGetTextDatum(c->group);
+		args[2] = c->queue_id;
+		args[3] = CStringGetTextDatum(m);
+		args[4] = TimestampTzGetDatum(ts);
+		if (strcmp(m, "all") == 0)
+			nulls[4] = 'n';
+		qs_exec(&sub_put_plan, args, nulls, 0);
+
+		args[0] = c->queue_id;
+		args[1] = CStringGetTextDatum(c->group);
+		qs_exec(&sub_get_plan, args, NULL, 1);
+		if (SPI_processed == 0)
+			elog(ERROR, "queen_streams: subscription row vanished");
+	}
+	c->seek_ts = DatumGetTimestampTz(qs_col(0, 2, &isnull));
+	c->seek = !isnull;
+}
+
+/* First contact of (partition, group): create the cursor row at its seed. */
+static bool
+create_cursor(PopCtx *c, Datum pid, Datum grp, int64 last_offset, int64 log_start)
+{
+	Datum		args[3];
+	int64		seed = log_start - 1;
+
+	args[0] = pid;
+	args[1] = grp;
+	qs_exec(&first_contact_lock_plan, args, NULL, 1);
+	if (!qs_col_bool(0, 1, false))
+		return false;			/* another pop is creating it right now */
+
+	if (c->seek)
+	{
+		args[1] = TimestampTzGetDatum(c->seek_ts);
+		qs_exec(&seek_plan, args, NULL, 1);
+		seed = SPI_processed == 1 ? qs_col_int64(0, 1, 0) - 1 : last_offset;
+		args[1] = grp;
+	}
+	args[2] = Int64GetDatum(seed);
+	qs_exec(&consumer_insert_plan, args, NULL, 0);
+	return true;
+}
+
+static void
+emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
+			 const char *pid_str, const char *pname)
+{
+	QsJson	   *j = c->j;
+	pg_uuid_t	id;
+
+	memcpy(id.data, f->id, UUID_LEN);
+	qsj_object(j, NULL);
+	qsj_uuid(j, "id", &id);
+	qsj_strn(j, "transactionId", f->txn, f->txn_len);
+	if (f->trace)
+	{
+		pg_uuid_t	t;
+
+		memcpy(t.data, f->trace, UUID_LEN);
+		qsj_uuid(j, "traceId", &t);
+	}
+	else
+		qsj_null(j, "traceId");
+	qsj_raw(j, "data", f->payload, f->payload_len);
+	if (f->psub)
+		qsj_strn(j, "producerSub", f->psub, f->psub_len);
+	else
+		qsj_null(j, "producerSub");
+	qsj_time(j, "createdAt", created_at);
+	qsj_str(j, "partitionId", pid_str);
+	qsj_str(j, "partition", pname);
+	qsj_str(j, "leaseId", c->auto_ack ? "" : c->worker);
+	qsj_str(j, "consumerGroup", c->group);
+	qsj_end_object(j);
+}
+
+/*
+ * Read up to `budget` frames from `wanted` on, emitting them. Returns the
+ * number taken and sets *last to the last offset delivered. *any_segment
+ * says whether the partition has any live segment at or after the cursor.
+ */
+static int
+read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
+			int64 wanted, int64 *last, bool *any_segment)
+{
+	Datum		args[2];
+	int64		start = wanted;
+	int			taken = 0;
+	Portal		portal;
+	TimestampTz hide_after = 0;
+
+	*any_segment = false;
+	args[0] = pid;
+	args[1] = Int64GetDatum(wanted);
+	qs_exec(&covering_bounds_plan, args, NULL, 1);
+	if (SPI_processed == 1 && qs_col_int64(0, 2, -1) >= wanted)
+		start = qs_col_int64(0, 1, wanted);
+
+	if (c->delayed > 0)
+		hide_after = GetCurrentTimestamp() - (TimestampTz) c->delayed * USECS_PER_SEC;
+
+	args[1] = Int64GetDatum(start);
+	portal = qs_cursor(&segments_from_plan, args, NULL);
+	while (taken < c->budget)
+	{
+		int64		base,
+					end;
+		TimestampTz created;
+		bool		isnull;
+		QsFrame    *frames;
+		pg_uuid_t	puuid;
+
+		SPI_cursor_fetch(portal, true, 1);
+		if (SPI_processed == 0)
+			break;
+		*any_segment = true;
+		base = qs_col_int64(0, 1, 0);
+		end = qs_col_int64(0, 2, 0);
+		created = DatumGetTimestampTz(qs_col(0, 3, &isnull));
+		if (c->delayed > 0 && created > hide_after)
+			break;				/* segments are in created_at order: the rest is younger */
+		if (end < wanted)
+			continue;
+		if (base > wanted)
+			wanted = base;		/* retention gap: resume at the next live segment */
+
+		memcpy(puuid.data, DatumGetUUIDP(pid)->data, UUID_LEN);
+		frames = qs_segment_decode(DatumGetByteaPP(qs_col(0, 4, &isnull)),
+								   end - base + 1, &puuid, base);
+		for (int64 off = wanted; off <= end && taken < c->budget; off++)
+		{
+			emit_message(c, &frames[off - base], created, pid_str, pname);
+			*last = off;
+			taken++;
+		}
+		wanted = *last + 1;
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	return taken;
+}
+
+/* Try to claim one partition; returns frames delivered from it. */
+static int
+claim_partition(PopCtx *c, Datum pid, const char *pname)
+{
+	Datum		args[6];
+	Datum		grp = CStringGetTextDatum(c->group);
+	int64		last_offset,
+				log_start,
+				committed,
+				last = -1;
+	bool		any_segment;
+	int			taken;
+	char		pid_str[QS_UUID_STRLEN + 1];
+	bool		isnull;
+
+	args[0] = pid;
+	qs_exec(&partition_state_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+		return 0;
+	last_offset = qs_col_int64(0, 1, -1);
+	log_start = qs_col_int64(0, 2, 0);
+
+	if (c->window_buffer > 0)
+	{
+		qs_exec(&newest_plan, args, NULL, 1);
+		if (SPI_processed == 1 &&
+			DatumGetTimestampTz(qs_col(0, 1, &isnull)) >
+			GetCurrentTimestamp() - (TimestampTz) c->window_buffer * USECS_PER_SEC)
+			return 0;			/* still being written: debounce */
+	}
+
+	args[1] = grp;
+	qs_exec(&claim_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+	{
+		qs_exec(&exists_plan, args, NULL, 1);
+		if (SPI_processed > 0)
+			return 0;			/* leased, or locked by a concurrent pop */
+		if (!create_cursor(c, pid, grp, last_offset, log_start))
+			return 0;
+		qs_exec(&claim_plan, args, NULL, 1);
+		if (SPI_processed == 0)
+			return 0;
+	}
+	committed = qs_col_int64(0, 1, -1);
+
+	qs_uuid_format(DatumGetUUIDP(pid), pid_str);
+	taken = 0;
+	any_segment = false;
+	if (committed < last_offset)
+		taken = read_frames(c, pid, pid_str, pname, Max(committed + 1, log_start),
+							&last, &any_segment);
+
+	if (taken == 0)
+	{
+		/* Everything past the cursor was removed: seal it (no phantom backlog). */
+		if (!any_segment && last_offset > committed)
+		{
+			args[2] = Int64GetDatum(last_offset);
+			qs_exec(&seal_plan, args, NULL, 0);
+		}
+		return 0;
+	}
+
+	if (c->auto_ack)
+	{
+		args[2] = Int64GetDatum(last);
+		args[3] = Int64GetDatum(taken);
+		qs_exec(&autoack_plan, args, NULL, 0);
+	}
+	else
+	{
+		int64		first = last - taken + 1;
+
+		args[2] = CStringGetTextDatum(c->worker);
+		args[3] = Int32GetDatum(c->lease_seconds);
+		args[4] = Int64GetDatum(last);
+		args[5] = Int64GetDatum(first);
+		qs_exec(&lease_plan, args, NULL, 0);
+	}
+
+	if (c->claimed++ == 0)
+	{
+		c->first_name = MemoryContextStrdup(c->outer, pname);
+		c->first_pid = *DatumGetUUIDP(pid);
+	}
+	c->budget -= taken;
+	return taken;
+}
+
+/* SQL: queen.pop(queue, partition, consumer_group, batch, lease_seconds,
+ *                auto_ack, tenant, subscription_mode, subscription_from, partitions) */
+PG_FUNCTION_INFO_V1(qs_pop);
+Datum
+qs_pop(PG_FUNCTION_ARGS)
+{
+	PopCtx		c;
+	QsJson		j;
+	char	   *partition = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *mode = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
+	char	   *from = PG_ARGISNULL(8) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(8));
+	int			max_partitions = PG_ARGISNULL(9) ? 1 : PG_GETARG_INT32(9);
+	Datum		args[3];
+	bool		isnull;
+
+	memset(&c, 0, sizeof(c));
+	if (PG_ARGISNULL(0) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue is required")));
+	c.queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	c.group = PG_ARGISNULL(2) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (c.group[0] == '\0')
+		c.group = QS_QUEUE_MODE;
+	c.queue_mode = strcmp(c.group, QS_QUEUE_MODE) == 0;
+	c.budget = PG_ARGISNULL(3) ? 200 : PG_GETARG_INT32(3);
+	c.lease_seconds = PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4);
+	c.auto_ack = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
+	qs_tenant_arg(fcinfo, 6, &c.tenant);
+
+	if (c.budget < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch must be a positive integer"),
+				 errdetail("Got %d.", c.budget)));
+	if (!PG_ARGISNULL(4) && c.lease_seconds < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease_seconds must be a positive integer"),
+				 errdetail("Got %d.", c.lease_seconds)));
+	if (max_partitions < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partitions must be a positive integer"),
+				 errdetail("Got %d.", max_partitions)));
+	if (mode && mode[0] != '\0' && strcmp(mode, "all") != 0 && strcmp(mode, "new") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid subscription mode \"%s\"", mode),
+				 errhint("Use \"all\" or \"new\".")));
+	if (partition && partition[0] == '\0')
+		partition = NULL;
+
+	qsj_init(&j);
+	c.j = &j;
+	c.outer = CurrentMemoryContext;
+	qsj_object(&j, NULL);
+	qsj_array(&j, "messages");
+
+	qs_spi_connect();
+	args[0] = qs_uuid_datum(&c.tenant);
+	args[1] = CStringGetTextDatum(c.queue);
+	qs_exec(&queue_plan, args, NULL, 1);
+	if (SPI_processed == 1)
+	{
+		int			lease_time;
+
+		c.queue_id = datumCopy(qs_col(0, 1, &isnull), false, UUID_LEN);
+		lease_time = DatumGetInt32(qs_col(0, 2, &isnull));
+		c.delayed = DatumGetInt32(qs_col(0, 3, &isnull));
+		c.window_buffer = DatumGetInt32(qs_col(0, 4, &isnull));
+		if (c.lease_seconds <= 0)
+			c.lease_seconds = lease_time > 0 ? lease_time : 60;
+		{
+			pg_uuid_t	w;
+
+			qs_uuid7(&w);
+			qs_uuid_format(&w, c.worker);
+		}
+		load_subscription(&c, mode, from);
+
+		args[0] = c.queue_id;
+		if (partition)
+		{
+			args[1] = CStringGetTextDatum(partition);
+			qs_exec(&one_partition_plan, args, NULL, 1);
+			if (SPI_processed == 1)
+			{
+				Datum		pid = datumCopy(qs_col(0, 1, &isnull), false, UUID_LEN);
+
+				claim_partition(&c, pid, partition);
+			}
+		}
+		else
+		{
+			SPITupleTable *cand;
+			uint64		ncand;
+
+			args[1] = CStringGetTextDatum(c.group);
+			args[2] = Int32GetDatum(Max(max_partitions * 4, 16));
+			qs_exec(&candidates_plan, args, NULL, 0);
+			cand = SPI_tuptable;
+			ncand = SPI_processed;
+			for (uint64 i = 0; i < ncand && c.claimed < max_partitions && c.budget > 0; i++)
+			{
+				Datum		pid = SPI_getbinval(cand->vals[i], cand->tupdesc, 1, &isnull);
+				char	   *pname = SPI_getvalue(cand->vals[i], cand->tupdesc, 2);
+
+				claim_partition(&c, pid, pname);
+			}
+		}
+	}
+	qs_spi_finish();
+
+	qsj_end_array(&j);
+	qsj_bool(&j, "success", true);
+	qsj_str(&j, "queue", c.queue);
+	if (c.claimed > 0)
+	{
+		qsj_str(&j, "partition", c.first_name);
+		qsj_uuid(&j, "partitionId", &c.first_pid);
+		qsj_str(&j, "leaseId", c.auto_ack ? "" : c.worker);
+	}
+	else
+	{
+		qsj_null(&j, "partition");
+		qsj_null(&j, "partitionId");
+		qsj_null(&j, "leaseId");
+	}
+	qsj_str(&j, "consumerGroup", c.group);
+	qsj_int(&j, "partitionsClaimed", c.claimed);
+	qsj_end_object(&j);
+	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+}

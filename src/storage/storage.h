@@ -1,0 +1,114 @@
+/*
+ * storage.h: the log engine's public face: the segment codec, the offset
+ * allocator and the push core shared by queen.push and the streams cycle.
+ */
+#ifndef QS_STORAGE_H
+#define QS_STORAGE_H
+
+#include "common/common.h"
+
+/* Frame flags (facts §2.1). */
+#define QS_FLAG_TRACE		0x01
+#define QS_FLAG_PRODUCER_SUB	0x02
+#define QS_FLAG_ENCRYPTED	0x04
+
+#define QS_HASH_LEN 16
+#define QS_FRAME_MIN_BODY 19	/* flags + id + txn_len */
+
+/* One decoded frame; every pointer points into the decompressed buffer. */
+typedef struct QsFrame
+{
+	uint8		flags;
+	const uint8 *id;			/* 16 bytes */
+	const uint8 *trace;			/* 16 bytes or NULL */
+	const char *txn;
+	int			txn_len;
+	const char *psub;			/* NULL when absent */
+	int			psub_len;
+	const char *payload;
+	int			payload_len;
+} QsFrame;
+
+/* codec.c */
+extern void qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
+							const pg_uuid_t *trace, const char *txn, int txn_len,
+							const char *psub, int psub_len,
+							const char *payload, int payload_len);
+extern bytea *qs_segment_compress(const char *raw, Size len);
+extern QsFrame *qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base);
+extern void qs_txn_hash(const char *txn, int len, uint8 *out);
+
+/* allocator.c: resolve partitions and append one segment (log_push_one_v1) */
+typedef struct QsPartition
+{
+	pg_uuid_t	pid;
+	int			window;			/* dedup window, seconds */
+	bool		encrypt;
+} QsPartition;
+
+extern bool qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
+								 const char *partition, bool create, QsPartition *out);
+
+typedef struct QsAppendResult
+{
+	bool		duplicate;
+	int64		base_offset;
+	TimestampTz created_at;
+	int			ndups;
+	int		   *dup_idx;		/* incoming frame index */
+	int64	   *dup_off;		/* offset of the original */
+} QsAppendResult;
+
+extern void qs_append_segment(const pg_uuid_t *pid, int window, int count,
+							  const uint8 *hashes, bytea *blob, int64 verified,
+							  const bool *probe, QsAppendResult *res);
+extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
+
+/* push.c: pack items into one segment per (queue, partition) and append */
+typedef enum QsPushStatus
+{
+	QS_PUSH_PENDING,
+	QS_PUSH_QUEUED,
+	QS_PUSH_DUPLICATE
+} QsPushStatus;
+
+typedef struct QsPushItem
+{
+	const char *queue;
+	const char *partition;
+	pg_uuid_t	id;
+	const char *txn;
+	int			txn_len;
+	bool		txn_given;		/* client-chosen ids are the only ones that can repeat */
+	const char *payload;
+	int			payload_len;
+	bool		has_trace;
+	pg_uuid_t	trace;
+	const char *psub;
+	int			psub_len;
+	/* results */
+	QsPushStatus status;
+	pg_uuid_t	result_id;		/* for a duplicate: the original's id */
+	int			group;
+} QsPushItem;
+
+typedef struct QsPushGroup
+{
+	const char *queue;
+	const char *partition;
+	QsPartition part;
+	int		   *items;
+	int			nitems;
+	/* result of the (last) append */
+	bool		duplicate;
+	int64		base_offset;
+	TimestampTz created_at;
+	int			ndups;
+	int		   *dup_idx;
+	int64	   *dup_off;
+} QsPushGroup;
+
+extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
+								  bool repack, int *ngroups);
+
+#endif							/* QS_STORAGE_H */
