@@ -17,7 +17,11 @@ OBJS = \
 	src/storage/pop.o \
 	src/storage/ack.o \
 	src/storage/lease.o \
-	src/storage/retention.o
+	src/storage/retention.o \
+	src/streams/cycle.o \
+	src/streams/register.o \
+	src/streams/state.o \
+	src/streams/status.o
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)

@@ -221,3 +221,66 @@ CREATE FUNCTION queen.uuid_generate_v7()
 RETURNS uuid
 AS 'MODULE_PATHNAME', 'qs_uuid_generate_v7' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION queen.uuid_generate_v7() IS 'UUIDv7, monotonic within a backend';
+
+--------------------------------------------------------------------------
+-- Streams: registered queries, their state shards, tenant quotas
+--------------------------------------------------------------------------
+CREATE SCHEMA queen_streams;
+COMMENT ON SCHEMA queen_streams IS 'queen_streams stream processing: queries, state, quotas';
+
+CREATE TABLE queen_streams.queries (
+	id uuid PRIMARY KEY,
+	tenant_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
+	name text NOT NULL,
+	source_queue text NOT NULL,
+	sink_queue text,
+	config_hash text NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX queries_tenant_name_uk ON queen_streams.queries (tenant_id, name);
+
+-- Keys compare bytewise (COLLATE "C"): a key_prefix read is an index range
+-- scan, and rows come back in the same order on every server.
+CREATE TABLE queen_streams.state (
+	query_id uuid NOT NULL REFERENCES queen_streams.queries (id) ON DELETE CASCADE,
+	partition_id uuid NOT NULL,
+	key text COLLATE "C" NOT NULL,
+	value jsonb NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (query_id, partition_id, key)
+);
+CREATE INDEX state_updated_at_idx ON queen_streams.state (updated_at);
+
+-- Written by the control plane: which non-default tenants may register queries.
+CREATE TABLE queen_streams.quota (
+	tenant_id uuid PRIMARY KEY,
+	enabled boolean NOT NULL DEFAULT true,
+	max_queries bigint CHECK (max_queries IS NULL OR max_queries >= 0),
+	created_at timestamptz NOT NULL DEFAULT now(),
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE FUNCTION queen_streams.register_query(request jsonb, tenant uuid DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'qs_register_query' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen_streams.register_query(jsonb, uuid) IS
+	'body and result of POST /streams/v1/queries';
+
+CREATE FUNCTION queen_streams.state_get(request jsonb, tenant uuid DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'qs_state_get' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen_streams.state_get(jsonb, uuid) IS
+	'body and result of POST /streams/v1/state/get';
+
+CREATE FUNCTION queen_streams.cycle(request jsonb, tenant uuid DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'qs_cycle' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen_streams.cycle(jsonb, uuid) IS
+	'body and result of POST /streams/v1/cycle: state ops, sink pushes and the source ack in one transaction';
+
+CREATE FUNCTION queen_streams.http_status(route text, response jsonb)
+RETURNS int
+AS 'MODULE_PATHNAME', 'qs_http_status_sql' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION queen_streams.http_status(text, jsonb) IS
+	'the HTTP status the listener sends for a completed call of a streams route';
