@@ -12,6 +12,7 @@ OBJS = \
 	src/common/tenant.o \
 	src/common/uuid7.o \
 	src/storage/codec.o \
+	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/push.o \
 	src/storage/pop.o \

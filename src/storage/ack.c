@@ -199,6 +199,8 @@ dead_letter(AckItem *it, int64 offset, int retry_count)
 	char		nulls[8] = "        ";
 	pg_uuid_t	mid;
 	bool		isnull;
+	char	   *plain;
+	int			plen;
 
 	args[0] = qs_uuid_datum(&it->pid);
 	args[1] = CStringGetTextDatum(it->group);
@@ -208,7 +210,10 @@ dead_letter(AckItem *it, int64 offset, int retry_count)
 		memcpy(mid.data, f.id, UUID_LEN);
 		args[3] = qs_uuid_datum(&mid);
 		args[4] = PointerGetDatum(cstring_to_text_with_len(f.txn, f.txn_len));
-		args[5] = payload_jsonb(f.payload, f.payload_len, &isnull);
+		if (qs_decrypt_payload(f.payload, f.payload_len, &plain, &plen))
+			args[5] = payload_jsonb(plain, plen, &isnull);
+		else
+			args[5] = payload_jsonb(f.payload, f.payload_len, &isnull);
 		if (isnull)
 			nulls[5] = 'n';
 	}
@@ -253,6 +258,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 	AckItem    *signal = NULL;
 	int64		ok_max = -1;
 	int64		target;
+	int64		consumed = -1;
 	bool		release = false;
 	bool		reset_attempt = false;
 	const char *worker = items[0]->worker;
@@ -383,6 +389,8 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 			dead_letter(signal, signal->offset, retry_count);
 			signal->dlq = true;
 		}
+		/* the completed prefix plus the one frame disposed of (Queen's count) */
+		consumed = target - committed + 1;
 		target = signal->offset;
 		release = true;
 		reset_attempt = true;
@@ -391,7 +399,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 
 	args[1] = CStringGetTextDatum(items[0]->group);
 	args[2] = Int64GetDatum(target);
-	args[3] = Int64GetDatum(target - committed);
+	args[3] = Int64GetDatum(consumed >= 0 ? consumed : target - committed);
 	args[4] = BoolGetDatum(release);
 	args[5] = Int32GetDatum(retry_count);
 	args[6] = BoolGetDatum(reset_attempt);

@@ -54,7 +54,8 @@ qs_renew_lease(PG_FUNCTION_ARGS)
 		bool		isnull;
 		TimestampTz t = DatumGetTimestampTz(qs_col(r, 1, &isnull));
 
-		expires = Max(expires, t);
+		/* the earliest deadline is when the caller must renew again */
+		expires = (r == 0) ? t : Min(expires, t);
 	}
 	qs_spi_finish();
 

@@ -248,7 +248,15 @@ emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 	}
 	else
 		qsj_null(j, "traceId");
-	qsj_raw(j, "data", f->payload, f->payload_len);
+	{
+		char	   *plain;
+		int			plen;
+
+		if (qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
+			qsj_raw(j, "data", plain, plen);
+		else
+			qsj_raw(j, "data", f->payload, f->payload_len);
+	}
 	if (f->psub)
 		qsj_strn(j, "producerSub", f->psub, f->psub_len);
 	else

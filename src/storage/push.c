@@ -36,7 +36,7 @@ append_group(QsPushGroup *g, QsPushItem *items)
 
 		if (it->status != QS_PUSH_PENDING)
 			continue;
-		qs_frame_append(&raw, 0, &it->id, it->has_trace ? &it->trace : NULL,
+		qs_frame_append(&raw, it->flags, &it->id, it->has_trace ? &it->trace : NULL,
 						it->txn, it->txn_len, it->psub, it->psub_len,
 						it->payload, it->payload_len);
 		qs_txn_hash(it->txn, it->txn_len, hashes + n * QS_HASH_LEN);
@@ -113,6 +113,7 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 		}
 		it->group = g;
 		it->status = QS_PUSH_PENDING;
+		it->leader = -1;
 		for (int k = 0; k < groups[g].nitems; k++)
 		{
 			QsPushItem *lead = &items[groups[g].items[k]];
@@ -122,6 +123,7 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 			{
 				it->status = QS_PUSH_DUPLICATE;
 				it->result_id = lead->id;
+				it->leader = groups[g].items[k];
 				break;
 			}
 		}
@@ -131,6 +133,28 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 
 	for (int g = 0; g < ng; g++)
 		qs_partition_resolve(tenant, groups[g].queue, groups[g].partition, true, &groups[g].part);
+
+	/* Envelope payloads of queues that ask for it (the tenant's own queue row). */
+	for (int g = 0; g < ng; g++)
+	{
+		if (!groups[g].part.encrypt)
+			continue;
+		for (int k = 0; k < groups[g].nitems; k++)
+		{
+			QsPushItem *it = &items[groups[g].items[k]];
+			char	   *env;
+			int			envlen;
+
+			if (qs_encrypt_payload(it->queue, it->payload, it->payload_len, &env, &envlen))
+			{
+				it->payload = env;
+				it->payload_len = envlen;
+				it->flags |= QS_FLAG_ENCRYPTED;
+			}
+			else
+				break;			/* one warning per group is enough */
+		}
+	}
 
 	order = palloc(sizeof(QsPushGroup *) * Max(ng, 1));
 	for (int g = 0; g < ng; g++)
@@ -143,8 +167,31 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 		while (repack && order[g]->duplicate)
 			append_group(order[g], items);
 	}
+
+	/*
+	 * A follower reports its leader's id once the leader has landed: the
+	 * original's id when the leader itself was a duplicate of an earlier push.
+	 */
+	for (int i = 0; i < nitems; i++)
+		if (items[i].leader >= 0 && items[items[i].leader].status != QS_PUSH_PENDING)
+			items[i].result_id = items[items[i].leader].result_id;
 	*ngroups = ng;
 	return groups;
+}
+
+/* Names are checked again on resolve; here the error can name the item. */
+static void
+check_item_name(const char *what, const char *key, const char *name)
+{
+	if (name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s: \"%s\" must not be empty", what, key)));
+	if (strlen(name) > 255)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s: \"%s\" is too long", what, key),
+				 errdetail("Names are at most 255 bytes.")));
 }
 
 /* SQL: queen.push(request jsonb, tenant uuid) */
@@ -192,6 +239,8 @@ qs_push(PG_FUNCTION_ARGS)
 		it->partition = qs_json_string(o, "partition", what, false);
 		if (it->partition == NULL)
 			it->partition = "Default";
+		check_item_name(what, "queue", it->queue);
+		check_item_name(what, "partition", it->partition);
 		qs_uuid7(&it->id);
 		txn = qs_json_string(o, "transactionId", what, false);
 		if (txn != NULL && txn[0] != '\0')

@@ -38,6 +38,11 @@ extern bytea *qs_segment_compress(const char *raw, Size len);
 extern QsFrame *qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base);
 extern void qs_txn_hash(const char *txn, int len, uint8 *out);
 
+/* encryption.c: AES-256-GCM payload envelopes (facts §9) */
+extern bool qs_encrypt_payload(const char *queue, const char *plain, int len,
+							   char **env, int *envlen);
+extern bool qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen);
+
 /* allocator.c: resolve partitions and append one segment (log_push_one_v1) */
 typedef struct QsPartition
 {
@@ -86,10 +91,12 @@ typedef struct QsPushItem
 	pg_uuid_t	trace;
 	const char *psub;
 	int			psub_len;
+	uint8		flags;			/* QS_FLAG_ENCRYPTED once enveloped */
 	/* results */
 	QsPushStatus status;
 	pg_uuid_t	result_id;		/* for a duplicate: the original's id */
 	int			group;
+	int			leader;			/* intra-request duplicate: index of the first, else -1 */
 } QsPushItem;
 
 typedef struct QsPushGroup
