@@ -2,7 +2,8 @@
  * retention.c: queen.retention_sweep. Deletes whole segments older than a
  * queue's retention, moves log_start past them, and purges hash sidecar rows
  * nobody can still need (facts §1.2, §1.4). Partitions are visited in
- * ascending id, the lock order pushes and cycles use.
+ * ascending id, the lock order pushes and cycles use. created_at is monotone
+ * in offsets, so the new watermark stamps come from one index probe each.
  */
 #include "storage/storage.h"
 
@@ -23,8 +24,9 @@ static QsPlan delete_segments_plan = {
 	"              RETURNING end_offset)"
 	"UPDATE queen.log_partitions p"
 	"   SET log_start = GREATEST(p.log_start, g.top + 1),"
-	"       oldest_live_at = (SELECT min(s.created_at) FROM queen.log_segments s"
-	"                          WHERE s.partition_id = $1 AND s.end_offset > g.top)"
+	"       oldest_live_at = (SELECT s.created_at FROM queen.log_segments s"
+	"                          WHERE s.partition_id = $1 AND s.base_offset > g.top"
+	"                          ORDER BY s.base_offset LIMIT 1)"
 	"  FROM (SELECT max(end_offset) AS top, count(*) AS n FROM gone) g"
 	" WHERE p.id = $1 AND g.n > 0"
 	" RETURNING g.n",
@@ -52,8 +54,9 @@ static QsPlan purge_txns_plan = {
 	"          RETURNING t.partition_id, t.end_offset),"
 	" moved AS (UPDATE queen.log_partitions p"
 	"              SET txns_start = GREATEST(p.txns_start, g.top + 1),"
-	"                  oldest_txn_at = (SELECT min(t.created_at) FROM queen.log_txns t"
-	"                                    WHERE t.partition_id = p.id AND t.end_offset > g.top)"
+	"                  oldest_txn_at = (SELECT t.created_at FROM queen.log_txns t"
+	"                                    WHERE t.partition_id = p.id AND t.base_offset > g.top"
+	"                                    ORDER BY t.base_offset LIMIT 1)"
 	"             FROM (SELECT partition_id, max(end_offset) AS top FROM gone"
 	"                    GROUP BY partition_id ORDER BY partition_id) g"
 	"            WHERE p.id = g.partition_id RETURNING 1)"
