@@ -12,6 +12,7 @@ OBJS = \
 	src/common/tenant.o \
 	src/common/uuid7.o \
 	src/storage/codec.o \
+	src/storage/configure.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/push.o \
@@ -43,6 +44,9 @@ ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_isol
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS tracks no header dependencies: rebuild everything when a header changes.
+$(OBJS): $(wildcard src/*/*.h)
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@

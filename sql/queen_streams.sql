@@ -284,3 +284,18 @@ RETURNS int
 AS 'MODULE_PATHNAME', 'qs_http_status_sql' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION queen_streams.http_status(text, jsonb) IS
 	'the HTTP status the listener sends for a completed call of a streams route';
+
+--------------------------------------------------------------------------
+-- Queue administration
+--------------------------------------------------------------------------
+CREATE FUNCTION queen.configure(request jsonb, tenant uuid DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'qs_configure' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen.configure(jsonb, uuid) IS
+	'create or replace a queue''s settings (POST /api/v1/configure)';
+
+CREATE FUNCTION queen.delete_queue(queue text, tenant uuid DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'qs_delete_queue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen.delete_queue(text, uuid) IS
+	'delete a queue with its partitions, segments, cursors and state (DELETE /api/v1/resources/queues/:queue)';

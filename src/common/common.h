@@ -74,7 +74,7 @@ extern char *qs_json_text(JsonbValue *v, int *len);
 extern char *qs_json_cstring(JsonbValue *v);
 
 /* spi_plan.c: statements prepared once per backend and kept */
-#define QS_MAX_PLAN_ARGS 10
+#define QS_MAX_PLAN_ARGS 20
 typedef struct QsPlan
 {
 	const char *sql;
