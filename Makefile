@@ -11,6 +11,14 @@ OBJS = \
 	src/common/spi_plan.o \
 	src/common/tenant.o \
 	src/common/uuid7.o \
+	src/http/daemon.o \
+	src/http/limits.o \
+	src/http/metrics.o \
+	src/http/router.o \
+	src/http/routes_queue.o \
+	src/http/routes_streams.o \
+	src/http/shmem.o \
+	src/http/worker.o \
 	src/storage/codec.o \
 	src/storage/configure.o \
 	src/storage/encryption.o \
@@ -30,7 +38,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 
 PG_CPPFLAGS = -I$(srcdir)/src -DQS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
-SHLIB_LINK = -lzstd -lxxhash -lcrypto
+SHLIB_LINK = -lzstd -lxxhash -lcrypto -lmicrohttpd
 
 # pg_regress and the isolation tester each start a throwaway instance with the
 # library preloaded (pg_cron's pattern); TAP tests start their own clusters.

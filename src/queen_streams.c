@@ -2,6 +2,7 @@
  * queen_streams.c: module magic and _PG_init, which only dispatches.
  */
 #include "common/common.h"
+#include "http/http.h"
 
 PG_MODULE_MAGIC;
 
@@ -11,4 +12,5 @@ void
 _PG_init(void)
 {
 	qs_guc_init();
+	qs_http_init();
 }

@@ -6,6 +6,8 @@
  */
 #include "storage/storage.h"
 
+#include "http/http.h"
+
 #include "utils/builtins.h"
 
 static int
@@ -175,6 +177,10 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 	for (int i = 0; i < nitems; i++)
 		if (items[i].leader >= 0 && items[items[i].leader].status != QS_PUSH_PENDING)
 			items[i].result_id = items[items[i].leader].result_id;
+	/* counted, and parked long-poll pops woken, when this commits */
+	for (int i = 0; i < nitems; i++)
+		if (items[i].status == QS_PUSH_QUEUED)
+			qs_queue_pushed_at_commit(tenant, items[i].queue, 1);
 	*ngroups = ng;
 	return groups;
 }

@@ -1,0 +1,256 @@
+/*
+ * http_int.h: what the files of src/http share among themselves: shared
+ * memory layout, connection and request state, and the entry points of the
+ * daemon glue, the limits, the router and the routes.
+ */
+#ifndef QS_HTTP_INT_H
+#define QS_HTTP_INT_H
+
+#include "http/http.h"
+
+#include "lib/ilist.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+
+struct MHD_Connection;
+
+/* ---------------------------------------------------------------- settings */
+extern int	qs_http_port;
+extern char *qs_http_listen_address;
+extern int	qs_http_workers;
+extern char *qs_http_database;
+extern int	qs_http_max_body_bytes;
+extern int	qs_http_max_header_bytes;
+extern int	qs_http_header_timeout_ms;
+extern int	qs_http_body_timeout_ms;
+extern int	qs_http_idle_timeout_ms;
+extern int	qs_http_max_connections;
+extern int	qs_http_statement_timeout_ms;
+extern int	qs_http_tenancy;
+extern int	qs_http_retention_interval_s;
+extern int	qs_http_pop_recheck_ms;
+
+#define QS_TENANCY_OFF		0
+#define QS_TENANCY_HEADER	1
+
+/* ---------------------------------------------------------------- routes */
+typedef enum QsRouteId
+{
+	QS_R_PUSH,
+	QS_R_POP,
+	QS_R_ACK,
+	QS_R_ACK_BATCH,
+	QS_R_LEASE_EXTEND,
+	QS_R_QUERIES,
+	QS_R_STATE_GET,
+	QS_R_CYCLE,
+	QS_R_HEALTH,
+	QS_R_METRICS,
+	QS_R_NONE,					/* 404, 405, refused before routing */
+	QS_R_COUNT
+} QsRouteId;
+
+extern const char *const qs_route_names[QS_R_COUNT];
+
+/* Status codes counted per route in /metrics; the last bucket is "other". */
+#define QS_CODE_COUNT 14
+extern const int qs_counted_codes[QS_CODE_COUNT - 1];
+extern int	qs_code_index(int status);
+
+/* ---------------------------------------------------------------- shared memory */
+#define QS_WAKE_SLOTS		4096
+#define QS_MAX_WORKERS		64
+#define QS_STAT_QUEUES		1024
+#define QS_STAT_NAME		256
+
+typedef enum QsStat
+{
+	QS_STAT_PUSHED,
+	QS_STAT_POPPED,
+	QS_STAT_ACKED,
+	QS_STAT_NACKED,
+	QS_STAT_CYCLES,
+	QS_STAT_CYCLES_FAILED,
+	QS_STAT_COUNT
+} QsStat;
+
+extern const char *const qs_stat_names[QS_STAT_COUNT];
+
+typedef struct QsQueueStat
+{
+	pg_atomic_uint32 ready;		/* key fields are written before this is set */
+	uint64		key;
+	pg_uuid_t	tenant;
+	char		name[QS_STAT_NAME];
+	pg_atomic_uint64 c[QS_STAT_COUNT];
+} QsQueueStat;
+
+typedef struct QsWorkerSlot
+{
+	int			pid;			/* 0 when not running */
+	bool		listening;
+	Latch	   *latch;
+	TimestampTz started_at;
+	pg_atomic_uint32 connections;
+	pg_atomic_uint32 parked;
+	pg_atomic_uint64 requests;
+} QsWorkerSlot;
+
+typedef struct QsHttpShared
+{
+	slock_t		mutex;			/* inserts into stats[] */
+	pg_atomic_uint64 wakes;		/* commits that moved a generation */
+	QsWorkerSlot workers[QS_MAX_WORKERS];
+	pg_atomic_uint64 requests[QS_R_COUNT][QS_CODE_COUNT];
+	/* the wake board: per queue hash slot, a generation and who waits on it */
+	pg_atomic_uint64 gen[QS_WAKE_SLOTS];
+	pg_atomic_uint64 waiters[QS_WAKE_SLOTS];
+	/* stats[0] collects queues that found the table full */
+	QsQueueStat stats[QS_STAT_QUEUES];
+} QsHttpShared;
+
+extern QsHttpShared *qs_http_shared;
+
+extern void qs_http_shmem_init(void);
+extern uint64 qs_queue_key(const pg_uuid_t *tenant, const char *queue);
+extern uint32 qs_wake_slot(uint64 key);
+extern QsQueueStat *qs_stat_entry(const pg_uuid_t *tenant, const char *queue, uint64 key);
+extern void qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n);
+extern int	qs_open_connections(void);
+
+/* ---------------------------------------------------------------- connections */
+typedef enum QsPhase
+{
+	QS_PHASE_HEADERS,			/* accepted, headers not complete */
+	QS_PHASE_BODY,				/* headers in, body arriving */
+	QS_PHASE_BUSY,				/* being served or parked: no deadline */
+	QS_PHASE_SENDING,			/* response queued */
+	QS_PHASE_IDLE,				/* keep-alive between requests */
+	QS_PHASE_CLOSING
+} QsPhase;
+
+typedef struct QsConn
+{
+	dlist_node	node;
+	struct MHD_Connection *mhd;
+	int			fd;
+	QsPhase		phase;
+	TimestampTz deadline;		/* 0: none */
+	bool		over_limit;		/* accepted beyond max_connections: 503 */
+} QsConn;
+
+/* Query parameters of a pop, and where it is parked. */
+typedef struct QsPop
+{
+	char	   *queue;
+	char	   *partition;
+	char	   *group;
+	int			batch;
+	int			partitions;
+	int			lease_seconds;	/* 0: the queue's */
+	bool		auto_ack;
+	bool		wait;
+	int			timeout_ms;
+	char	   *sub_mode;
+	char	   *sub_from;
+	/* parking */
+	uint64		key;
+	uint32		slot;
+	uint64		gen;			/* generation read before the last attempt */
+	TimestampTz deadline;
+	TimestampTz recheck_at;
+	dlist_node	park_node;
+	struct QsReq *req;
+} QsPop;
+
+typedef struct QsReq
+{
+	MemoryContext ctx;
+	struct MHD_Connection *mhd;
+	QsConn	   *conn;
+	QsRouteId	route;
+	const char *method;
+	char	   *url;
+	char	   *arg;			/* :leaseId */
+	pg_uuid_t	tenant;
+	StringInfoData body;
+	bool		body_too_large;
+	bool		dispatched;
+	bool		responded;
+	bool		parked;
+	/* the response */
+	int			status;
+	char	   *resp;
+	int			resp_len;
+	const char *content_type;
+	const char *retry_after;
+	bool		close;
+	QsPop	   *pop;			/* the pop route's parameters */
+	void	   *state;			/* other routes' parsed body and result */
+} QsReq;
+
+/* ---------------------------------------------------------------- daemon.c */
+extern bool qs_http_daemon_start(void);
+extern int	qs_http_daemon_fd(void);
+extern void qs_http_daemon_run(void);
+extern long qs_http_daemon_timeout(void);
+extern void qs_http_send_parked(QsReq *req);
+
+/* ---------------------------------------------------------------- limits.c */
+extern void qs_conn_opened(QsConn *c);
+extern void qs_conn_closed(QsConn *c);
+extern void qs_conn_phase(QsConn *c, QsPhase phase);
+extern void qs_limits_sweep(void);
+extern long qs_limits_timeout(void);
+extern int	qs_request_header_bytes(struct MHD_Connection *mhd, const char *url);
+
+/* ---------------------------------------------------------------- router.c */
+extern int	qs_http_worker_index;
+extern void qs_http_route(QsReq *req);
+extern void qs_http_dispatch(QsReq *req);
+extern void qs_http_retry(QsReq *req);
+extern void qs_http_error(QsReq *req, int status, const char *message);
+extern void qs_http_json(QsReq *req, int status, const char *json, int len);
+extern Jsonb *qs_http_body_jsonb(QsReq *req);
+extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
+extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
+extern void qs_http_count(QsReq *req);
+
+/* ---------------------------------------------------------------- routes */
+/* Each route has a parse step (no transaction) and a run step (in one). */
+typedef struct QsRouteDef
+{
+	bool		(*parse) (QsReq *req);	/* false: already answered */
+	void		(*run) (QsReq *req);	/* inside the transaction */
+	void		(*after) (QsReq *req);	/* after commit */
+	const char *failed;			/* prefix of a 500's error */
+	bool		needs_extension;
+	bool		needs_xact;
+} QsRouteDef;
+
+extern const QsRouteDef qs_route_push;
+extern const QsRouteDef qs_route_pop;
+extern const QsRouteDef qs_route_ack;
+extern const QsRouteDef qs_route_ack_batch;
+extern const QsRouteDef qs_route_lease_extend;
+extern const QsRouteDef qs_route_health;
+extern const QsRouteDef qs_route_metrics;
+extern const QsRouteDef qs_route_queries;
+extern const QsRouteDef qs_route_state_get;
+extern const QsRouteDef qs_route_cycle;
+
+/* routes_queue.c: long-poll pops parked in this worker */
+extern dlist_head qs_parked;
+extern void qs_pop_park(QsReq *req);
+extern void qs_pop_unpark(QsReq *req);
+extern void qs_parked_poll(void);
+extern long qs_parked_timeout(void);
+
+/* metrics.c */
+extern void qs_metrics_text(StringInfo out);
+extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
+extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
+extern void qs_pop_note_partitions(QsReq *req, Jsonb *response);
+
+#endif							/* QS_HTTP_INT_H */

@@ -1,0 +1,294 @@
+/*
+ * metrics.c: GET /metrics (Prometheus text format), the SQL views over the
+ * same shared counters, and the worker-local map from partition to queue
+ * that lets acks (which name only a partition) count on their queue.
+ */
+#include "http/http_int.h"
+
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+/* ---------------------------------------------------------------- partition -> queue */
+
+typedef struct PartKey
+{
+	pg_uuid_t	pid;
+	pg_uuid_t	tenant;
+} PartKey;
+
+typedef struct PartEntry
+{
+	PartKey		key;
+	QsQueueStat *stat;
+} PartEntry;
+
+static HTAB *partitions = NULL;
+
+#define QS_PARTITION_CACHE_MAX 100000
+
+void
+qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue)
+{
+	PartKey		key;
+	PartEntry  *e;
+	bool		found;
+
+	if (qs_http_shared == NULL)
+		return;
+	if (partitions == NULL || hash_get_num_entries(partitions) >= QS_PARTITION_CACHE_MAX)
+	{
+		HASHCTL		ctl;
+
+		if (partitions)
+			hash_destroy(partitions);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(PartKey);
+		ctl.entrysize = sizeof(PartEntry);
+		ctl.hcxt = TopMemoryContext;
+		partitions = hash_create("queen_streams partitions", 1024, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	memset(&key, 0, sizeof(key));
+	key.pid = *pid;
+	key.tenant = *tenant;
+	e = hash_search(partitions, &key, HASH_ENTER, &found);
+	if (!found)
+		e->stat = qs_stat_entry(tenant, queue, qs_queue_key(tenant, queue));
+}
+
+QsQueueStat *
+qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant)
+{
+	PartKey		key;
+	PartEntry  *e;
+
+	if (partitions == NULL)
+		return NULL;
+	memset(&key, 0, sizeof(key));
+	key.pid = *pid;
+	key.tenant = *tenant;
+	e = hash_search(partitions, &key, HASH_FIND, NULL);
+	return e ? e->stat : NULL;
+}
+
+/* A pop's messages name their partitions: remember the queue of each. */
+void
+qs_pop_note_partitions(QsReq *req, Jsonb *response)
+{
+	JsonbValue	v;
+	JsonbContainer *msgs;
+	pg_uuid_t	last;
+	bool		have_last = false;
+
+	if (getKeyJsonValueFromContainer(&response->root, "messages", 8, &v) == NULL ||
+		(msgs = qs_json_container(&v)) == NULL || !JsonContainerIsArray(msgs))
+		return;
+	for (int i = 0; i < (int) JsonContainerSize(msgs); i++)
+	{
+		JsonbContainer *m = qs_json_container(getIthJsonbValueFromContainer(msgs, i));
+		pg_uuid_t	pid;
+
+		if (m == NULL || !qs_json_uuid(m, "partitionId", "message", false, &pid))
+			continue;
+		if (have_last && memcmp(&pid, &last, UUID_LEN) == 0)
+			continue;
+		last = pid;
+		have_last = true;
+		if (qs_partition_stat(&pid, &req->tenant) == NULL)
+			qs_partition_stat_remember(&pid, &req->tenant, req->pop->queue);
+	}
+}
+
+/* ---------------------------------------------------------------- /metrics */
+
+static void
+label(StringInfo out, const char *s)
+{
+	for (; *s; s++)
+	{
+		if (*s == '\\' || *s == '"')
+			appendStringInfoChar(out, '\\');
+		if (*s == '\n')
+			appendStringInfoString(out, "\\n");
+		else
+			appendStringInfoChar(out, *s);
+	}
+}
+
+static void
+header(StringInfo out, const char *name, const char *type, const char *help)
+{
+	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static const char *const stat_help[QS_STAT_COUNT] = {
+	"Messages pushed and committed (from HTTP, SQL and cycle sinks).",
+	"Messages delivered by HTTP pops.",
+	"Messages acknowledged as completed over HTTP (acks and cycle source acks).",
+	"Messages acknowledged as failed, retry or dlq over HTTP.",
+	"Stream cycles committed over HTTP, by source queue.",
+	"Stream cycles over HTTP that answered success:false, by source queue."
+};
+
+static const char *const stat_metric[QS_STAT_COUNT] = {
+	"queen_streams_queue_pushed_messages_total",
+	"queen_streams_queue_popped_messages_total",
+	"queen_streams_queue_acked_messages_total",
+	"queen_streams_queue_nacked_messages_total",
+	"queen_streams_queue_cycles_total",
+	"queen_streams_queue_failed_cycles_total"
+};
+
+void
+qs_metrics_text(StringInfo out)
+{
+	QsHttpShared *s = qs_http_shared;
+
+	header(out, "queen_streams_http_requests_total", "counter",
+		   "HTTP requests answered, by route and status code.");
+	for (int r = 0; r < QS_R_COUNT; r++)
+		for (int c = 0; c < QS_CODE_COUNT; c++)
+		{
+			uint64		n = pg_atomic_read_u64(&s->requests[r][c]);
+
+			if (n == 0)
+				continue;
+			appendStringInfo(out, "queen_streams_http_requests_total{route=\"%s\",code=\"",
+							 qs_route_names[r]);
+			if (c < QS_CODE_COUNT - 1)
+				appendStringInfo(out, "%d", qs_counted_codes[c]);
+			else
+				appendStringInfoString(out, "other");
+			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
+		}
+
+	header(out, "queen_streams_http_connections", "gauge", "Open HTTP connections, by worker.");
+	for (int w = 0; w < qs_http_workers; w++)
+		appendStringInfo(out, "queen_streams_http_connections{worker=\"%d\"} %u\n", w,
+						 pg_atomic_read_u32(&s->workers[w].connections));
+	header(out, "queen_streams_http_parked_pops", "gauge",
+		   "Long-poll pops parked until their queue gets messages, by worker.");
+	for (int w = 0; w < qs_http_workers; w++)
+		appendStringInfo(out, "queen_streams_http_parked_pops{worker=\"%d\"} %u\n", w,
+						 pg_atomic_read_u32(&s->workers[w].parked));
+	header(out, "queen_streams_http_worker_up", "gauge", "1 when the HTTP worker is running.");
+	for (int w = 0; w < qs_http_workers; w++)
+		appendStringInfo(out, "queen_streams_http_worker_up{worker=\"%d\"} %d\n", w,
+						 s->workers[w].pid != 0 ? 1 : 0);
+	header(out, "queen_streams_wakeups_total", "counter",
+		   "Commits that moved the wake generation of a queue.");
+	appendStringInfo(out, "queen_streams_wakeups_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&s->wakes));
+
+	for (int k = 0; k < QS_STAT_COUNT; k++)
+	{
+		header(out, stat_metric[k], "counter", stat_help[k]);
+		for (int i = 0; i < QS_STAT_QUEUES; i++)
+		{
+			QsQueueStat *e = &s->stats[i];
+			char		tenant[QS_UUID_STRLEN + 1];
+			uint64		n;
+
+			if (pg_atomic_read_u32(&e->ready) == 0 ||
+				(n = pg_atomic_read_u64(&e->c[k])) == 0)
+				continue;
+			pg_read_barrier();
+			qs_uuid_format(&e->tenant, tenant);
+			appendStringInfo(out, "%s{tenant=\"%s\",queue=\"", stat_metric[k], tenant);
+			label(out, e->name);
+			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
+		}
+	}
+}
+
+static void
+metrics_run(QsReq *req)
+{
+	StringInfoData out;
+
+	initStringInfo(&out);
+	qs_metrics_text(&out);
+	req->status = 200;
+	req->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	req->resp = out.data;
+	req->resp_len = out.len;
+}
+
+const QsRouteDef qs_route_metrics = {NULL, metrics_run, NULL, "metrics failed", false, false};
+
+/* ---------------------------------------------------------------- SQL */
+
+/* SQL: queen_streams.queue_metrics() — the per-queue counters */
+PG_FUNCTION_INFO_V1(qs_queue_metrics);
+Datum
+qs_queue_metrics(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	QsHttpShared *s = qs_http_shared;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (s == NULL)
+		PG_RETURN_VOID();
+	for (int i = 0; i < QS_STAT_QUEUES; i++)
+	{
+		QsQueueStat *e = &s->stats[i];
+		Datum		values[2 + QS_STAT_COUNT];
+		bool		nulls[2 + QS_STAT_COUNT];
+		bool		any = false;
+
+		if (pg_atomic_read_u32(&e->ready) == 0)
+			continue;
+		pg_read_barrier();
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = qs_uuid_datum(&e->tenant);
+		nulls[0] = (i == 0);
+		values[1] = CStringGetTextDatum(e->name);
+		for (int k = 0; k < QS_STAT_COUNT; k++)
+		{
+			uint64		n = pg_atomic_read_u64(&e->c[k]);
+
+			values[2 + k] = Int64GetDatum((int64) n);
+			any |= n > 0;
+		}
+		if (any)
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	PG_RETURN_VOID();
+}
+
+/* SQL: queen_streams.http_workers() — the listener's workers */
+PG_FUNCTION_INFO_V1(qs_http_workers_sql);
+Datum
+qs_http_workers_sql(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	QsHttpShared *s = qs_http_shared;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (s == NULL || !process_shared_preload_libraries_done)
+		PG_RETURN_VOID();
+	for (int w = 0; w < QS_MAX_WORKERS; w++)
+	{
+		QsWorkerSlot *slot = &s->workers[w];
+		Datum		values[7];
+		bool		nulls[7];
+		int			pid = slot->pid;
+
+		if (pid == 0)
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(w);
+		values[1] = Int32GetDatum(pid);
+		values[2] = TimestampTzGetDatum(slot->started_at);
+		values[3] = Int32GetDatum((int32) pg_atomic_read_u32(&slot->connections));
+		values[4] = Int32GetDatum((int32) pg_atomic_read_u32(&slot->parked));
+		values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->requests));
+		values[6] = BoolGetDatum(slot->listening);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	PG_RETURN_VOID();
+}

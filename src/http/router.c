@@ -1,0 +1,427 @@
+/*
+ * router.c: request routing, the one-transaction-per-request wrapper and
+ * response helpers.
+ *
+ * A request is routed and checked (limits, tenant header, body size) when
+ * its headers arrive, parsed (JSON body, query parameters) once its body is
+ * in, both with no transaction open. Then one transaction runs the route's
+ * SQL function through SPI and commits; after-commit bookkeeping follows;
+ * the response is written last. A failure aborts the transaction and is
+ * answered here (400 for invalid input, 500 otherwise); the worker goes on.
+ */
+#include "http/http_int.h"
+
+#include <microhttpd.h>
+
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "streams/streams.h"
+#include "utils/fmgrprotos.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+
+const char *const qs_route_names[QS_R_COUNT] = {
+	"push", "pop", "ack", "ack_batch", "lease_extend",
+	"streams_queries", "streams_state_get", "streams_cycle",
+	"health", "metrics", "none"
+};
+
+/* Activity shown in pg_stat_activity while a route runs. */
+static const char *const route_activity[QS_R_COUNT] = {
+	"POST /api/v1/push", "GET /api/v1/pop", "POST /api/v1/ack", "POST /api/v1/ack/batch",
+	"POST /api/v1/lease/:leaseId/extend", "POST /streams/v1/queries",
+	"POST /streams/v1/state/get", "POST /streams/v1/cycle", "GET /health",
+	"GET /metrics", "-"
+};
+
+const int	qs_counted_codes[QS_CODE_COUNT - 1] = {
+	200, 201, 204, 400, 403, 404, 405, 409, 413, 431, 500, 503, 504
+};
+
+int
+qs_code_index(int status)
+{
+	for (int i = 0; i < QS_CODE_COUNT - 1; i++)
+		if (qs_counted_codes[i] == status)
+			return i;
+	return QS_CODE_COUNT - 1;
+}
+
+void
+qs_http_count(QsReq *req)
+{
+	QsHttpShared *s = qs_http_shared;
+
+	pg_atomic_fetch_add_u64(&s->requests[req->route][qs_code_index(req->status)], 1);
+	pg_atomic_fetch_add_u64(&s->workers[qs_http_worker_index].requests, 1);
+}
+
+/* ---------------------------------------------------------------- responses */
+
+void
+qs_http_json(QsReq *req, int status, const char *json, int len)
+{
+	req->status = status;
+	req->resp = MemoryContextAlloc(req->ctx, len + 1);
+	memcpy(req->resp, json, len);
+	req->resp[len] = '\0';
+	req->resp_len = len;
+}
+
+void
+qs_http_error(QsReq *req, int status, const char *message)
+{
+	QsJson		j;
+	MemoryContext old = MemoryContextSwitchTo(req->ctx);
+
+	qsj_init(&j);
+	qsj_object(&j, NULL);
+	qsj_str(&j, "error", message);
+	qsj_end_object(&j);
+	req->status = status;
+	req->resp = j.buf.data;
+	req->resp_len = j.buf.len;
+	MemoryContextSwitchTo(old);
+}
+
+char *
+qs_http_jsonb_text(Jsonb *jb, int *len)
+{
+	StringInfoData out;
+
+	initStringInfo(&out);
+	(void) JsonbToCString(&out, &jb->root, VARSIZE(jb));
+	*len = out.len;
+	return out.data;
+}
+
+/* The body as jsonb, parsed with no transaction; bad JSON is invalid input. */
+Jsonb *
+qs_http_body_jsonb(QsReq *req)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Jsonb	   *volatile jb = NULL;
+
+	if (req->body.len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bad body: a JSON body is required")));
+	if ((int) strlen(req->body.data) != req->body.len ||
+		!pg_verify_mbstr(GetDatabaseEncoding(), req->body.data, req->body.len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bad body: invalid byte sequence for encoding \"%s\"",
+						GetDatabaseEncodingName())));
+	PG_TRY();
+	{
+		jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(req->body.data)));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 edata->detail ? errmsg("bad body: %s: %s", edata->message, edata->detail)
+				 : errmsg("bad body: %s", edata->message)));
+	}
+	PG_END_TRY();
+	return jb;
+}
+
+/*
+ * Run a prepared "SELECT fn(...)" returning jsonb; the result is copied into
+ * `into`. The caller is connected to SPI.
+ */
+Jsonb *
+qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
+{
+	bool		isnull;
+	Datum		d;
+	MemoryContext old;
+	Jsonb	   *jb;
+
+	qs_exec((QsPlan *) plan, args, nulls, 1);
+	if (SPI_processed != 1)
+		elog(ERROR, "queen_streams: %s returned no row", ((QsPlan *) plan)->sql);
+	d = qs_col(0, 1, &isnull);
+	if (isnull)
+		elog(ERROR, "queen_streams: %s returned NULL", ((QsPlan *) plan)->sql);
+	old = MemoryContextSwitchTo(into);
+	jb = DatumGetJsonbPCopy(d);
+	MemoryContextSwitchTo(old);
+	return jb;
+}
+
+/* ---------------------------------------------------------------- routing */
+
+static const QsRouteDef *
+route_def(QsRouteId id)
+{
+	switch (id)
+	{
+		case QS_R_PUSH:
+			return &qs_route_push;
+		case QS_R_POP:
+			return &qs_route_pop;
+		case QS_R_ACK:
+			return &qs_route_ack;
+		case QS_R_ACK_BATCH:
+			return &qs_route_ack_batch;
+		case QS_R_LEASE_EXTEND:
+			return &qs_route_lease_extend;
+		case QS_R_QUERIES:
+			return &qs_route_queries;
+		case QS_R_STATE_GET:
+			return &qs_route_state_get;
+		case QS_R_CYCLE:
+			return &qs_route_cycle;
+		case QS_R_HEALTH:
+			return &qs_route_health;
+		case QS_R_METRICS:
+			return &qs_route_metrics;
+		default:
+			return NULL;
+	}
+}
+
+/* Match the path; sets req->route (and :leaseId) or answers 404/405. */
+static bool
+match_route(QsReq *req)
+{
+	char	   *path = req->url;
+	int			len = strlen(path);
+	bool		get = strcmp(req->method, "GET") == 0;
+	bool		post = strcmp(req->method, "POST") == 0;
+	QsRouteId	id = QS_R_NONE;
+	bool		want_get = false;
+
+	if (len > 1 && path[len - 1] == '/')
+		path[--len] = '\0';
+
+	if (strcmp(path, "/api/v1/push") == 0)
+		id = QS_R_PUSH;
+	else if (strncmp(path, "/api/v1/pop/queue/", 18) == 0 && path[18] != '\0')
+		id = QS_R_POP, want_get = true;
+	else if (strcmp(path, "/api/v1/ack") == 0)
+		id = QS_R_ACK;
+	else if (strcmp(path, "/api/v1/ack/batch") == 0)
+		id = QS_R_ACK_BATCH;
+	else if (strncmp(path, "/api/v1/lease/", 14) == 0 && len > 21 &&
+			 strcmp(path + len - 7, "/extend") == 0)
+	{
+		id = QS_R_LEASE_EXTEND;
+		req->arg = pnstrdup(path + 14, len - 21);
+		if (req->arg[0] == '\0' || strchr(req->arg, '/') != NULL)
+			id = QS_R_NONE;
+	}
+	else if (strcmp(path, "/streams/v1/queries") == 0)
+		id = QS_R_QUERIES;
+	else if (strcmp(path, "/streams/v1/state/get") == 0)
+		id = QS_R_STATE_GET;
+	else if (strcmp(path, "/streams/v1/cycle") == 0)
+		id = QS_R_CYCLE;
+	else if (strcmp(path, "/health") == 0)
+		id = QS_R_HEALTH, want_get = true;
+	else if (strcmp(path, "/metrics") == 0)
+		id = QS_R_METRICS, want_get = true;
+
+	if (id == QS_R_NONE)
+	{
+		req->close = false;
+		qs_http_error(req, 404, "not found");
+		return false;
+	}
+	if (want_get ? !get : !post)
+	{
+		qs_http_error(req, 405, "method not allowed");
+		return false;
+	}
+	req->route = id;
+	return true;
+}
+
+static bool
+parse_tenant(QsReq *req)
+{
+	const char *h;
+
+	req->tenant = qs_default_tenant;
+	if (qs_http_tenancy != QS_TENANCY_HEADER)
+		return true;
+	h = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, "x-queen-tenant");
+	if (h == NULL || h[0] == '\0')
+		return true;
+	if (!qs_uuid_parse(h, strlen(h), &req->tenant))
+	{
+		qs_http_error(req, 400, "invalid x-queen-tenant header (must be a UUID)");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Headers are in, the body is not: refuse what must be refused before
+ * reading it. Any answer set here is sent at once.
+ */
+void
+qs_http_route(QsReq *req)
+{
+	const char *cl;
+
+	if (req->conn && req->conn->over_limit)
+	{
+		req->close = true;
+		req->retry_after = "1";
+		qs_http_error(req, 503, "too many connections");
+		return;
+	}
+	if (qs_request_header_bytes(req->mhd, req->url) > qs_http_max_header_bytes)
+	{
+		req->close = true;
+		qs_http_error(req, 431, "request headers too large");
+		return;
+	}
+	if (!match_route(req))
+		return;
+	cl = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl != NULL && strtoll(cl, NULL, 10) > (long long) qs_http_max_body_bytes)
+	{
+		req->close = true;
+		qs_http_error(req, 413, "request body too large");
+		return;
+	}
+	(void) parse_tenant(req);
+}
+
+static void
+extension_missing(QsReq *req)
+{
+	char	   *msg = psprintf("queen_streams is not installed in database \"%s\"; "
+							   "run CREATE EXTENSION queen_streams there",
+							   get_database_name(MyDatabaseId));
+
+	req->retry_after = "5";
+	qs_http_error(req, 503, msg);
+}
+
+/*
+ * Parse (first attempt only), then run the route in one transaction. Every
+ * error is caught here and becomes the response.
+ */
+static void
+execute(QsReq *req, const QsRouteDef *def, bool first)
+{
+	MemoryContext cxt = req->ctx;
+	volatile bool proceed = true;
+
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		if (first && def->parse)
+			proceed = def->parse(req);
+		if (proceed && !def->needs_xact)
+			def->run(req);
+		else if (proceed)
+		{
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			QueryCancelPending = false;
+			if (qs_http_statement_timeout_ms > 0)
+				enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
+			PushActiveSnapshot(GetTransactionSnapshot());
+			pgstat_report_activity(STATE_RUNNING, route_activity[req->route]);
+			MemoryContextSwitchTo(cxt);
+
+			if (def->needs_extension && !OidIsValid(get_extension_oid("queen_streams", true)))
+				extension_missing(req);
+			else
+				def->run(req);
+
+			PopActiveSnapshot();
+			if (qs_http_statement_timeout_ms > 0)
+				disable_timeout(STATEMENT_TIMEOUT, false);
+			CommitTransactionCommand();
+			MemoryContextSwitchTo(cxt);
+			if (def->after && req->status < 300)
+			{
+				/* committed: bookkeeping must not turn the answer into a 500 */
+				PG_TRY();
+				{
+					def->after(req);
+				}
+				PG_CATCH();
+				{
+					MemoryContextSwitchTo(cxt);
+					FlushErrorState();
+				}
+				PG_END_TRY();
+			}
+			pgstat_report_activity(STATE_IDLE, NULL);
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		int			status;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (qs_http_statement_timeout_ms > 0)
+			disable_timeout(STATEMENT_TIMEOUT, false);
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(cxt);
+		RESUME_INTERRUPTS();
+
+		req->parked = false;
+		status = qs_http_status_for_error(edata->sqlerrcode);
+		if (status == 400)
+			qs_http_error(req, 400, edata->message);
+		else
+		{
+			ereport(LOG,
+					(errmsg("queen_streams http: %s %s failed: %s",
+							req->method, req->url, edata->message)));
+			qs_http_error(req, 500, psprintf("%s: %s", def->failed, edata->message));
+		}
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+}
+
+/* The body is complete: serve the request (or park it). */
+void
+qs_http_dispatch(QsReq *req)
+{
+	const QsRouteDef *def = route_def(req->route);
+
+	req->dispatched = true;
+	if (req->conn)
+		qs_conn_phase(req->conn, QS_PHASE_BUSY);
+	if (def == NULL)
+	{
+		qs_http_error(req, 404, "not found");
+		return;
+	}
+	execute(req, def, true);
+	if (req->parked)
+		qs_pop_park(req);
+}
+
+/* A parked pop retries: same request, a new transaction. */
+void
+qs_http_retry(QsReq *req)
+{
+	execute(req, route_def(req->route), false);
+}

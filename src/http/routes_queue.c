@@ -1,0 +1,514 @@
+/*
+ * routes_queue.c: the queue routes of /api/v1 (push, pop, ack, lease
+ * extension), /health, and the long-poll pops parked in this worker.
+ *
+ * Each route calls the SQL function of the same name (queen.push, queen.pop,
+ * queen.ack, queen.renew_lease), so SQL and HTTP answer the same bodies.
+ *
+ * A pop with wait=true that finds nothing parks: its connection is
+ * suspended, no transaction or backend is held, and it retries when a
+ * commit moves its queue's wake generation, every pop_recheck_interval (for
+ * leases that expire), or once more at its timeout, then answers 204.
+ */
+#include "http/http_int.h"
+
+#include <microhttpd.h>
+
+#include "catalog/pg_type_d.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+dlist_head	qs_parked = DLIST_STATIC_INIT(qs_parked);
+
+/* How many of this worker's parked pops watch each wake slot. */
+static uint16 watch_count[QS_WAKE_SLOTS];
+
+static QsPlan push_plan = {
+	"SELECT queen.push($1, $2)", 2, {JSONBOID, UUIDOID}
+};
+
+static QsPlan pop_plan = {
+	"SELECT queen.pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+	10, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, BOOLOID, UUIDOID, TEXTOID, TEXTOID, INT4OID}
+};
+
+static QsPlan ack_plan = {
+	"SELECT queen.ack($1, $2)", 2, {JSONBOID, UUIDOID}
+};
+
+static QsPlan renew_plan = {
+	"SELECT queen.renew_lease($1, $2, $3)", 3, {TEXTOID, INT4OID, UUIDOID}
+};
+
+static QsPlan partition_queue_plan = {
+	"SELECT q.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	" WHERE p.id = $1 AND q.tenant_id = $2",
+	2, {UUIDOID, UUIDOID}
+};
+
+/* Parsed request bodies kept on the request between steps. */
+typedef struct QsBody
+{
+	Jsonb	   *request;
+	Jsonb	   *response;
+} QsBody;
+
+static QsBody *
+body_of(QsReq *req)
+{
+	return (QsBody *) req->state;
+}
+
+static bool
+parse_json_body(QsReq *req)
+{
+	QsBody	   *b = palloc0(sizeof(QsBody));
+
+	b->request = qs_http_body_jsonb(req);
+	req->state = b;
+	return true;
+}
+
+static void
+respond_jsonb(QsReq *req, int status, Jsonb *jb)
+{
+	int			len;
+	char	   *txt = qs_http_jsonb_text(jb, &len);
+
+	req->status = status;
+	req->resp = txt;
+	req->resp_len = len;
+}
+
+/* ---------------------------------------------------------------- push */
+
+static void
+push_run(QsReq *req)
+{
+	QsBody	   *b = body_of(req);
+	Datum		args[2];
+
+	args[0] = JsonbPGetDatum(b->request);
+	args[1] = qs_uuid_datum(&req->tenant);
+	qs_spi_connect();
+	b->response = qs_http_call(&push_plan, args, NULL, req->ctx);
+	qs_spi_finish();
+	respond_jsonb(req, 201, b->response);
+}
+
+/* Pushed messages are counted and their queues woken at commit (shmem.c). */
+const QsRouteDef qs_route_push = {parse_json_body, push_run, NULL, "push failed", true, true};
+
+/* ---------------------------------------------------------------- pop */
+
+static const char *
+arg(QsReq *req, const char *key)
+{
+	const char *v = MHD_lookup_connection_value(req->mhd, MHD_GET_ARGUMENT_KIND, key);
+
+	return (v && v[0] != '\0') ? v : NULL;
+}
+
+static int
+int_arg(QsReq *req, const char *key, int dflt, int min)
+{
+	const char *v = arg(req, key);
+	char	   *end;
+	long		n;
+
+	if (v == NULL)
+		return dflt;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < min || n > INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be an integer of at least %d", key, min),
+				 errdetail("Got \"%s\".", v)));
+	return (int) n;
+}
+
+static bool
+bool_arg(QsReq *req, const char *key)
+{
+	const char *v = arg(req, key);
+
+	return v && (pg_strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+static bool
+pop_parse(QsReq *req)
+{
+	QsPop	   *p = palloc0(sizeof(QsPop));
+	char	   *rest = req->url + strlen("/api/v1/pop/queue/");
+	char	   *slash = strchr(rest, '/');
+	const char *v;
+
+	if (slash == NULL)
+		p->queue = pstrdup(rest);
+	else
+	{
+		p->queue = pnstrdup(rest, slash - rest);
+		if (strncmp(slash, "/partition/", 11) != 0 || slash[11] == '\0' ||
+			strchr(slash + 11, '/') != NULL)
+		{
+			qs_http_error(req, 404, "not found");
+			return false;
+		}
+		p->partition = pstrdup(slash + 11);
+	}
+	p->batch = int_arg(req, "batch", 200, 1);
+	p->partitions = int_arg(req, "partitions", 1, 1);
+	p->lease_seconds = int_arg(req, "leaseSeconds", 0, 1);
+	p->timeout_ms = int_arg(req, "timeout", 30000, 0);
+	p->wait = bool_arg(req, "wait");
+	p->auto_ack = bool_arg(req, "autoAck");
+	v = arg(req, "consumerGroup");
+	p->group = v ? pstrdup(v) : NULL;
+	v = arg(req, "subscriptionMode");
+	p->sub_mode = v ? pstrdup(v) : NULL;
+	v = arg(req, "subscriptionFrom");
+	p->sub_from = v ? pstrdup(v) : NULL;
+
+	p->key = qs_queue_key(&req->tenant, p->queue);
+	p->slot = qs_wake_slot(p->key);
+	p->deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), p->timeout_ms);
+	/* read before the attempt's snapshot: a later commit moves it */
+	p->gen = pg_atomic_read_u64(&qs_http_shared->gen[p->slot]);
+	p->req = req;
+	req->pop = p;
+	return true;
+}
+
+static int
+messages_in(Jsonb *jb)
+{
+	JsonbValue	v;
+
+	if (!JB_ROOT_IS_OBJECT(jb) ||
+		getKeyJsonValueFromContainer(&jb->root, "messages", 8, &v) == NULL ||
+		v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+		return 0;
+	return JsonContainerSize(v.val.binary.data);
+}
+
+static void
+pop_run(QsReq *req)
+{
+	QsPop	   *p = req->pop;
+	Datum		args[10];
+	char		nulls[10];
+	Jsonb	   *jb;
+	int			n;
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(p->queue);
+	args[1] = p->partition ? CStringGetTextDatum(p->partition) : (Datum) 0;
+	nulls[1] = p->partition ? ' ' : 'n';
+	args[2] = p->group ? CStringGetTextDatum(p->group) : (Datum) 0;
+	nulls[2] = p->group ? ' ' : 'n';
+	args[3] = Int32GetDatum(p->batch);
+	args[4] = Int32GetDatum(p->lease_seconds);
+	nulls[4] = p->lease_seconds > 0 ? ' ' : 'n';
+	args[5] = BoolGetDatum(p->auto_ack);
+	args[6] = qs_uuid_datum(&req->tenant);
+	args[7] = p->sub_mode ? CStringGetTextDatum(p->sub_mode) : (Datum) 0;
+	nulls[7] = p->sub_mode ? ' ' : 'n';
+	args[8] = p->sub_from ? CStringGetTextDatum(p->sub_from) : (Datum) 0;
+	nulls[8] = p->sub_from ? ' ' : 'n';
+	args[9] = Int32GetDatum(p->partitions);
+
+	qs_spi_connect();
+	jb = qs_http_call(&pop_plan, args, nulls, req->ctx);
+	qs_spi_finish();
+
+	n = messages_in(jb);
+	if (n > 0)
+	{
+		respond_jsonb(req, 200, jb);
+		/* remember where these partitions belong, for the acks to come */
+		qs_pop_note_partitions(req, jb);
+		qs_stat_add(&req->tenant, p->queue, QS_STAT_POPPED, n);
+	}
+	else if (p->wait && GetCurrentTimestamp() < p->deadline)
+		req->parked = true;
+	else
+	{
+		req->status = 204;
+		req->resp = pstrdup("");
+		req->resp_len = 0;
+	}
+}
+
+const QsRouteDef qs_route_pop = {pop_parse, pop_run, NULL, "pop failed", true, true};
+
+void
+qs_pop_park(QsReq *req)
+{
+	QsPop	   *p = req->pop;
+
+	if (watch_count[p->slot]++ == 0)
+		pg_atomic_fetch_or_u64(&qs_http_shared->waiters[p->slot],
+							   UINT64CONST(1) << qs_http_worker_index);
+	p->recheck_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), qs_http_pop_recheck_ms);
+	dlist_push_tail(&qs_parked, &p->park_node);
+	pg_atomic_fetch_add_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
+}
+
+void
+qs_pop_unpark(QsReq *req)
+{
+	QsPop	   *p = req->pop;
+
+	dlist_delete(&p->park_node);
+	if (--watch_count[p->slot] == 0)
+		pg_atomic_fetch_and_u64(&qs_http_shared->waiters[p->slot],
+								~(UINT64CONST(1) << qs_http_worker_index));
+	pg_atomic_fetch_sub_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
+	req->parked = false;
+}
+
+static bool
+due(QsPop *p, TimestampTz now)
+{
+	return pg_atomic_read_u64(&qs_http_shared->gen[p->slot]) != p->gen ||
+		now >= p->recheck_at || now >= p->deadline;
+}
+
+/* Retry every parked pop whose queue moved or whose time came. */
+void
+qs_parked_poll(void)
+{
+	dlist_mutable_iter it;
+	TimestampTz now = GetCurrentTimestamp();
+
+	dlist_foreach_modify(it, &qs_parked)
+	{
+		QsPop	   *p = dlist_container(QsPop, park_node, it.cur);
+		QsReq	   *req;
+
+		if (!due(p, now))
+			continue;
+		req = p->req;
+		p->gen = pg_atomic_read_u64(&qs_http_shared->gen[p->slot]);
+		req->parked = false;
+		qs_http_retry(req);
+		if (req->parked)
+		{
+			p->recheck_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														qs_http_pop_recheck_ms);
+			continue;
+		}
+		req->parked = true;		/* so that unpark does its bookkeeping */
+		qs_pop_unpark(req);
+		qs_http_send_parked(req);
+	}
+}
+
+long
+qs_parked_timeout(void)
+{
+	dlist_iter	it;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = 0;
+
+	dlist_foreach(it, &qs_parked)
+	{
+		QsPop	   *p = dlist_container(QsPop, park_node, it.cur);
+		TimestampTz t = Min(p->recheck_at, p->deadline);
+
+		if (due(p, now))
+			return 0;
+		if (next == 0 || t < next)
+			next = t;
+	}
+	return next == 0 ? -1 : TimestampDifferenceMilliseconds(now, next);
+}
+
+/* ---------------------------------------------------------------- ack */
+
+static bool
+status_is_ok(const char *s)
+{
+	return s == NULL || s[0] == '\0' || pg_strcasecmp(s, "completed") == 0 ||
+		pg_strcasecmp(s, "success") == 0 || pg_strcasecmp(s, "acked") == 0 ||
+		pg_strcasecmp(s, "ok") == 0;
+}
+
+static bool
+ack_batch_parse(QsReq *req)
+{
+	JsonbValue	v;
+	Jsonb	   *jb;
+
+	parse_json_body(req);
+	jb = body_of(req)->request;
+	if (!JB_ROOT_IS_OBJECT(jb) ||
+		getKeyJsonValueFromContainer(&jb->root, "acknowledgments", 15, &v) == NULL ||
+		v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("acknowledgments array is required")));
+	return true;
+}
+
+/* The acknowledgments of a request: the batch's array, or the body itself. */
+static int
+ack_items(Jsonb *request, JsonbContainer ***items)
+{
+	JsonbValue	v;
+
+	if (JB_ROOT_IS_OBJECT(request) &&
+		getKeyJsonValueFromContainer(&request->root, "acknowledgments", 15, &v) != NULL &&
+		v.type == jbvBinary && JsonContainerIsArray(v.val.binary.data))
+	{
+		JsonbContainer *arr = v.val.binary.data;
+		int			n = JsonContainerSize(arr);
+
+		*items = palloc0(sizeof(JsonbContainer *) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+			(*items)[i] = qs_json_container(getIthJsonbValueFromContainer(arr, i));
+		return n;
+	}
+	*items = palloc(sizeof(JsonbContainer *));
+	(*items)[0] = JB_ROOT_IS_OBJECT(request) ? &request->root : NULL;
+	return 1;
+}
+
+static void
+ack_run(QsReq *req)
+{
+	QsBody	   *b = body_of(req);
+	Datum		args[2];
+	JsonbContainer **items;
+	int			n;
+
+	args[0] = JsonbPGetDatum(b->request);
+	args[1] = qs_uuid_datum(&req->tenant);
+	qs_spi_connect();
+	b->response = qs_http_call(&ack_plan, args, NULL, req->ctx);
+
+	/* learn the queues of partitions not seen in a pop, for the counters */
+	n = ack_items(b->request, &items);
+	for (int i = 0; i < n; i++)
+	{
+		pg_uuid_t	pid;
+		Datum		pargs[2];
+
+		if (items[i] == NULL ||
+			!qs_json_uuid(items[i], "partitionId", "ack", false, &pid) ||
+			qs_partition_stat(&pid, &req->tenant) != NULL)
+			continue;
+		pargs[0] = qs_uuid_datum(&pid);
+		pargs[1] = args[1];
+		qs_exec(&partition_queue_plan, pargs, NULL, 1);
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+
+			qs_partition_stat_remember(&pid, &req->tenant,
+									   TextDatumGetCString(qs_col(0, 1, &isnull)));
+		}
+	}
+	qs_spi_finish();
+	respond_jsonb(req, 200, b->response);
+}
+
+/* After commit: attribute the acks to their queues' counters. */
+static void
+ack_after(QsReq *req)
+{
+	QsBody	   *b = body_of(req);
+	JsonbContainer **items;
+	int			n = ack_items(b->request, &items);
+
+	if (!JB_ROOT_IS_ARRAY(b->response))
+		return;
+	for (int i = 0; i < n && i < (int) JsonContainerSize(&b->response->root); i++)
+	{
+		JsonbContainer *res = qs_json_container(getIthJsonbValueFromContainer(&b->response->root, i));
+		JsonbValue	v;
+		pg_uuid_t	pid;
+		QsQueueStat *st;
+		char	   *status;
+
+		if (items[i] == NULL || res == NULL ||
+			getKeyJsonValueFromContainer(res, "success", 7, &v) == NULL ||
+			v.type != jbvBool || !v.val.boolean)
+			continue;
+		if (!qs_json_uuid(items[i], "partitionId", "ack", false, &pid) ||
+			(st = qs_partition_stat(&pid, &req->tenant)) == NULL)
+			continue;
+		status = qs_json_string(items[i], "status", "ack", false);
+		pg_atomic_fetch_add_u64(&st->c[status_is_ok(status) ? QS_STAT_ACKED : QS_STAT_NACKED], 1);
+	}
+}
+
+const QsRouteDef qs_route_ack = {parse_json_body, ack_run, ack_after, "ack failed", true, true};
+const QsRouteDef qs_route_ack_batch = {ack_batch_parse, ack_run, ack_after, "ack failed", true, true};
+
+/* ---------------------------------------------------------------- lease */
+
+static bool
+lease_parse(QsReq *req)
+{
+	QsBody	   *b = palloc0(sizeof(QsBody));
+
+	/* the body is optional: {"seconds": N}, 60 by default */
+	if (req->body.len > 0)
+		b->request = qs_http_body_jsonb(req);
+	req->state = b;
+	return true;
+}
+
+static void
+lease_run(QsReq *req)
+{
+	QsBody	   *b = body_of(req);
+	Datum		args[3];
+	int64		seconds = 60;
+
+	if (b->request)
+		seconds = qs_json_int(qs_json_object_arg(b->request, "lease request"),
+							  "seconds", "lease request", 60);
+	if (seconds < 1 || seconds > INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seconds must be a positive integer"),
+				 errdetail("Got " INT64_FORMAT ".", seconds)));
+	args[0] = CStringGetTextDatum(req->arg);
+	args[1] = Int32GetDatum((int32) seconds);
+	args[2] = qs_uuid_datum(&req->tenant);
+	qs_spi_connect();
+	b->response = qs_http_call(&renew_plan, args, NULL, req->ctx);
+	qs_spi_finish();
+	respond_jsonb(req, 200, b->response);
+}
+
+const QsRouteDef qs_route_lease_extend = {lease_parse, lease_run, NULL, "lease extension failed", true, true};
+
+/* ---------------------------------------------------------------- health */
+
+static void
+health_run(QsReq *req)
+{
+	QsJson		j;
+	bool		installed = OidIsValid(get_extension_oid("queen_streams", true));
+
+	qsj_init(&j);
+	qsj_object(&j, NULL);
+	qsj_str(&j, "status", installed ? "healthy" : "unavailable");
+	qsj_str(&j, "database", get_database_name(MyDatabaseId));
+	qsj_bool(&j, "extension", installed);
+	qsj_str(&j, "version", QS_VERSION);
+	qsj_int(&j, "worker", qs_http_worker_index);
+	qsj_int(&j, "connections", qs_open_connections());
+	if (!installed)
+		qsj_str(&j, "error", "queen_streams is not installed in this database");
+	qsj_end_object(&j);
+	qs_http_json(req, installed ? 200 : 503, j.buf.data, j.buf.len);
+}
+
+const QsRouteDef qs_route_health = {NULL, health_run, NULL, "health check failed", false, true};

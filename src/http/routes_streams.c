@@ -1,0 +1,186 @@
+/*
+ * routes_streams.c: POST /streams/v1/queries, /streams/v1/state/get and
+ * /streams/v1/cycle.
+ *
+ * Each calls queen_streams.register_query, state_get or cycle through SPI
+ * and answers the status that qs_http_status() (src/streams/status.c)
+ * computes from the body, so SQL and HTTP cannot disagree. With tenancy on,
+ * state/get and cycle first check that partition_id is the caller's: a
+ * foreign partition answers 404 {"error":"not found"}, exactly like a
+ * missing one, before the function runs.
+ */
+#include "http/http_int.h"
+
+#include "catalog/pg_type_d.h"
+#include "streams/streams.h"
+#include "utils/builtins.h"
+
+typedef struct StreamsCall
+{
+	const char *route;			/* as qs_http_status() spells it */
+	Jsonb	   *request;
+	Jsonb	   *response;
+} StreamsCall;
+
+static QsPlan register_plan = {
+	"SELECT queen_streams.register_query($1, $2)", 2, {JSONBOID, UUIDOID}
+};
+
+static QsPlan state_get_plan = {
+	"SELECT queen_streams.state_get($1, $2)", 2, {JSONBOID, UUIDOID}
+};
+
+static QsPlan cycle_plan = {
+	"SELECT queen_streams.cycle($1, $2)", 2, {JSONBOID, UUIDOID}
+};
+
+static QsPlan owner_plan = {
+	"SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	" WHERE p.id = $1 AND q.tenant_id = $2",
+	2, {UUIDOID, UUIDOID}
+};
+
+static bool
+parse(QsReq *req, const char *route)
+{
+	StreamsCall *c = palloc0(sizeof(StreamsCall));
+
+	c->route = route;
+	c->request = qs_http_body_jsonb(req);
+	req->state = c;
+	return true;
+}
+
+static bool
+queries_parse(QsReq *req)
+{
+	return parse(req, QS_ROUTE_QUERIES);
+}
+
+static bool
+state_get_parse(QsReq *req)
+{
+	return parse(req, QS_ROUTE_STATE_GET);
+}
+
+static bool
+cycle_parse(QsReq *req)
+{
+	return parse(req, QS_ROUTE_CYCLE);
+}
+
+/*
+ * The tenancy gate: false (and a 404) when partition_id is a UUID that is
+ * not the tenant's. Anything else is left to the function's own checks.
+ */
+static bool
+partition_visible(QsReq *req, StreamsCall *c)
+{
+	JsonbValue	v;
+	pg_uuid_t	pid;
+	Datum		args[2];
+
+	if (qs_http_tenancy != QS_TENANCY_HEADER || !JB_ROOT_IS_OBJECT(c->request) ||
+		getKeyJsonValueFromContainer(&c->request->root, "partition_id", 12, &v) == NULL ||
+		v.type != jbvString ||
+		!qs_uuid_parse(v.val.string.val, v.val.string.len, &pid))
+		return true;
+	args[0] = qs_uuid_datum(&pid);
+	args[1] = qs_uuid_datum(&req->tenant);
+	qs_exec(&owner_plan, args, NULL, 1);
+	if (SPI_processed == 1)
+		return true;
+	qs_http_error(req, 404, "not found");
+	return false;
+}
+
+static void
+run(QsReq *req, QsPlan *plan, bool gated)
+{
+	StreamsCall *c = (StreamsCall *) req->state;
+	Datum		args[2];
+	int			len;
+
+	qs_spi_connect();
+	if (!gated || partition_visible(req, c))
+	{
+		args[0] = JsonbPGetDatum(c->request);
+		args[1] = qs_uuid_datum(&req->tenant);
+		c->response = qs_http_call(plan, args, NULL, req->ctx);
+	}
+	qs_spi_finish();
+	if (c->response == NULL)
+		return;
+	req->status = qs_http_status(c->route, c->response);
+	req->resp = qs_http_jsonb_text(c->response, &len);
+	req->resp_len = len;
+}
+
+static void
+queries_run(QsReq *req)
+{
+	run(req, &register_plan, false);
+}
+
+static void
+state_get_run(QsReq *req)
+{
+	run(req, &state_get_plan, true);
+}
+
+static void
+cycle_run(QsReq *req)
+{
+	run(req, &cycle_plan, true);
+}
+
+/*
+ * After commit: the cycle's source ack and the cycle itself count on the
+ * source queue. Its sink pushes were counted at commit like any push.
+ */
+static void
+cycle_after(QsReq *req)
+{
+	StreamsCall *c = (StreamsCall *) req->state;
+	JsonbContainer *resp;
+	JsonbContainer *ackreq = NULL;
+	JsonbValue	v;
+	char	   *queue;
+	bool		success;
+
+	if (c->response == NULL || !JB_ROOT_IS_OBJECT(c->response))
+		return;
+	resp = &c->response->root;
+	queue = qs_json_string(resp, "queueName", "cycle response", false);
+	if (queue == NULL)
+		return;
+	success = qs_json_bool(resp, "success", "cycle response", false);
+	qs_stat_add(&req->tenant, queue, success ? QS_STAT_CYCLES : QS_STAT_CYCLES_FAILED, 1);
+	if (!success)
+		return;
+
+	if (getKeyJsonValueFromContainer(&c->request->root, "ack", 3, &v) != NULL)
+		ackreq = qs_json_container(&v);
+	if (ackreq != NULL && JsonContainerIsObject(ackreq) &&
+		getKeyJsonValueFromContainer(resp, "ack_result", 10, &v) != NULL)
+	{
+		JsonbContainer *ackres = qs_json_container(&v);
+		char	   *status = qs_json_string(ackreq, "status", "ack", false);
+		bool		ok = status == NULL || status[0] == '\0' ||
+			pg_strcasecmp(status, "completed") == 0 || pg_strcasecmp(status, "success") == 0 ||
+			pg_strcasecmp(status, "acked") == 0 || pg_strcasecmp(status, "ok") == 0;
+
+		if (ackres == NULL)
+			return;
+		if (ok)
+			qs_stat_add(&req->tenant, queue, QS_STAT_ACKED,
+						qs_json_int(ackres, "count", "ack_result", 0));
+		else
+			qs_stat_add(&req->tenant, queue, QS_STAT_NACKED,
+						qs_json_int(ackreq, "count", "ack", 0));
+	}
+}
+
+const QsRouteDef qs_route_queries = {queries_parse, queries_run, NULL, "register failed", true, true};
+const QsRouteDef qs_route_state_get = {state_get_parse, state_get_run, NULL, "state get failed", true, true};
+const QsRouteDef qs_route_cycle = {cycle_parse, cycle_run, cycle_after, "cycle failed", true, true};

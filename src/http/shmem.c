@@ -1,0 +1,322 @@
+/*
+ * shmem.c: the listener's shared memory: the wake board (per queue hash
+ * slot, a generation counter and the set of workers with pops parked on
+ * it), the HTTP workers' latches and status, and per-queue counters.
+ *
+ * Any backend that commits a push bumps the generations of the queues it
+ * wrote at commit (pg_net's wake-at-commit) and sets the latches of the
+ * workers that wait on them, so a parked long-poll wakes whether the push
+ * came over HTTP or plain SQL. Nothing here raises after commit.
+ */
+#include "http/http_int.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+
+QsHttpShared *qs_http_shared = NULL;
+
+const char *const qs_stat_names[QS_STAT_COUNT] = {
+	"pushed", "popped", "acked", "nacked", "cycles", "cycles_failed"
+};
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+qs_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(QsHttpShared)));
+}
+
+static void
+qs_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	qs_http_shared = ShmemInitStruct("queen_streams http", sizeof(QsHttpShared), &found);
+	if (!found)
+	{
+		QsHttpShared *s = qs_http_shared;
+
+		memset(s, 0, sizeof(QsHttpShared));
+		SpinLockInit(&s->mutex);
+		pg_atomic_init_u64(&s->wakes, 0);
+		for (int i = 0; i < QS_MAX_WORKERS; i++)
+		{
+			pg_atomic_init_u32(&s->workers[i].connections, 0);
+			pg_atomic_init_u32(&s->workers[i].parked, 0);
+			pg_atomic_init_u64(&s->workers[i].requests, 0);
+		}
+		for (int r = 0; r < QS_R_COUNT; r++)
+			for (int c = 0; c < QS_CODE_COUNT; c++)
+				pg_atomic_init_u64(&s->requests[r][c], 0);
+		for (int i = 0; i < QS_WAKE_SLOTS; i++)
+		{
+			pg_atomic_init_u64(&s->gen[i], 0);
+			pg_atomic_init_u64(&s->waiters[i], 0);
+		}
+		for (int i = 0; i < QS_STAT_QUEUES; i++)
+		{
+			pg_atomic_init_u32(&s->stats[i].ready, 0);
+			for (int k = 0; k < QS_STAT_COUNT; k++)
+				pg_atomic_init_u64(&s->stats[i].c[k], 0);
+		}
+		/* the overflow bucket */
+		strlcpy(s->stats[0].name, "(other)", QS_STAT_NAME);
+		pg_atomic_write_u32(&s->stats[0].ready, 1);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+qs_http_shmem_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = qs_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = qs_shmem_startup;
+}
+
+uint64
+qs_queue_key(const pg_uuid_t *tenant, const char *queue)
+{
+	uint64		h = hash_bytes_extended(tenant->data, UUID_LEN, 0);
+
+	return hash_bytes_extended((const unsigned char *) queue, strlen(queue), h);
+}
+
+uint32
+qs_wake_slot(uint64 key)
+{
+	return (uint32) (key % QS_WAKE_SLOTS);
+}
+
+static bool
+stat_matches(QsQueueStat *s, uint64 key, const pg_uuid_t *tenant, const char *queue)
+{
+	return s->key == key && memcmp(&s->tenant, tenant, UUID_LEN) == 0 &&
+		strncmp(s->name, queue, QS_STAT_NAME - 1) == 0;
+}
+
+#define QS_STAT_PROBES 64
+
+/*
+ * The counters of (tenant, queue), created on first use. Lookups take no
+ * lock; inserts are serialised by a spinlock held for a bounded probe. It
+ * never raises (it runs at commit): a full table answers the overflow row.
+ */
+QsQueueStat *
+qs_stat_entry(const pg_uuid_t *tenant, const char *queue, uint64 key)
+{
+	QsHttpShared *s = qs_http_shared;
+	uint32		start = (uint32) (key % (QS_STAT_QUEUES - 1)) + 1;
+	QsQueueStat *found = NULL;
+
+	for (int p = 0; p < QS_STAT_PROBES; p++)
+	{
+		QsQueueStat *e = &s->stats[1 + (start - 1 + p) % (QS_STAT_QUEUES - 1)];
+
+		if (pg_atomic_read_u32(&e->ready) == 0)
+			break;
+		pg_read_barrier();
+		if (stat_matches(e, key, tenant, queue))
+			return e;
+	}
+
+	SpinLockAcquire(&s->mutex);
+	for (int p = 0; p < QS_STAT_PROBES; p++)
+	{
+		QsQueueStat *e = &s->stats[1 + (start - 1 + p) % (QS_STAT_QUEUES - 1)];
+
+		if (pg_atomic_read_u32(&e->ready) == 0)
+		{
+			e->key = key;
+			e->tenant = *tenant;
+			strlcpy(e->name, queue, QS_STAT_NAME);
+			pg_write_barrier();
+			pg_atomic_write_u32(&e->ready, 1);
+			found = e;
+			break;
+		}
+		if (stat_matches(e, key, tenant, queue))
+		{
+			found = e;
+			break;
+		}
+	}
+	SpinLockRelease(&s->mutex);
+	return found ? found : &s->stats[0];
+}
+
+void
+qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n)
+{
+	if (qs_http_shared == NULL || n <= 0 || queue == NULL)
+		return;
+	pg_atomic_fetch_add_u64(&qs_stat_entry(tenant, queue, qs_queue_key(tenant, queue))->c[which], n);
+}
+
+int
+qs_open_connections(void)
+{
+	int			n = 0;
+
+	for (int i = 0; i < qs_http_workers && i < QS_MAX_WORKERS; i++)
+		n += pg_atomic_read_u32(&qs_http_shared->workers[i].connections);
+	return n;
+}
+
+/* ---------------------------------------------------------------- wake at commit */
+
+typedef struct PendingPush
+{
+	pg_uuid_t	tenant;
+	char	   *queue;
+	uint64		key;
+	SubTransactionId subid;
+	int64		nmsgs;
+} PendingPush;
+
+static MemoryContext pending_cxt = NULL;
+static PendingPush *pending = NULL;
+static int	npending = 0;
+static int	maxpending = 0;
+static bool callbacks_registered = false;
+
+static void
+pending_reset(void)
+{
+	npending = 0;
+	maxpending = 0;
+	pending = NULL;
+	if (pending_cxt)
+		MemoryContextReset(pending_cxt);
+}
+
+/* After commit: count, move the generations, wake who waits. Never raises. */
+static void
+pending_apply(void)
+{
+	QsHttpShared *s = qs_http_shared;
+	uint64		wake = 0;
+	bool		moved = false;
+
+	for (int i = 0; i < npending; i++)
+	{
+		PendingPush *p = &pending[i];
+		uint32		slot = qs_wake_slot(p->key);
+
+		if (p->nmsgs > 0)
+			pg_atomic_fetch_add_u64(&qs_stat_entry(&p->tenant, p->queue, p->key)->c[QS_STAT_PUSHED],
+									p->nmsgs);
+		/* a full barrier: a worker that parks after this sees the new value */
+		pg_atomic_fetch_add_u64(&s->gen[slot], 1);
+		wake |= pg_atomic_read_u64(&s->waiters[slot]);
+		moved = true;
+	}
+	if (moved)
+		pg_atomic_fetch_add_u64(&s->wakes, 1);
+	for (int w = 0; wake != 0 && w < QS_MAX_WORKERS; w++)
+	{
+		if ((wake & (UINT64CONST(1) << w)) == 0)
+			continue;
+		wake &= ~(UINT64CONST(1) << w);
+		if (s->workers[w].latch)
+			SetLatch(s->workers[w].latch);
+	}
+}
+
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
+	if (npending == 0)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			pending_apply();
+			pending_reset();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:	/* COMMIT PREPARED wakes nobody: pops recheck */
+		case XACT_EVENT_PARALLEL_ABORT:
+			pending_reset();
+			break;
+		default:
+			break;
+	}
+}
+
+/* A rolled back subtransaction (a failed cycle) took its pushes with it. */
+static void
+wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	/* entries of this subtransaction and its children have ids >= its own */
+	while (npending > 0 && pending[npending - 1].subid >= mySubid)
+		npending--;
+}
+
+void
+qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs)
+{
+	SubTransactionId subid;
+	uint64		key;
+	PendingPush *p;
+
+	if (qs_http_shared == NULL || queue == NULL)
+		return;
+
+	subid = GetCurrentSubTransactionId();
+	key = qs_queue_key(tenant, queue);
+	/* consecutive calls for one queue (one per item) fold into one entry */
+	if (npending > 0)
+	{
+		p = &pending[npending - 1];
+		if (p->key == key && p->subid == subid &&
+			memcmp(&p->tenant, tenant, UUID_LEN) == 0 && strcmp(p->queue, queue) == 0)
+		{
+			p->nmsgs += nmsgs;
+			return;
+		}
+	}
+
+	if (!callbacks_registered)
+	{
+		pending_cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams wake",
+											ALLOCSET_SMALL_SIZES);
+		RegisterXactCallback(wake_xact_callback, NULL);
+		RegisterSubXactCallback(wake_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	if (npending == maxpending)
+	{
+		int			newmax = Max(16, maxpending * 2);
+		PendingPush *n = MemoryContextAlloc(pending_cxt, sizeof(PendingPush) * newmax);
+
+		if (npending > 0)
+			memcpy(n, pending, sizeof(PendingPush) * npending);
+		pending = n;
+		maxpending = newmax;
+	}
+	p = &pending[npending];
+	p->tenant = *tenant;
+	p->queue = MemoryContextStrdup(pending_cxt, queue);
+	p->key = key;
+	p->subid = subid;
+	p->nmsgs = nmsgs;
+	npending++;
+}

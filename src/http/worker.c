@@ -1,0 +1,231 @@
+/*
+ * worker.c: the static background workers of the HTTP listener and their
+ * event loop.
+ *
+ * Each worker owns a libmicrohttpd daemon in external-event mode bound to
+ * the shared port (SO_REUSEPORT: the kernel spreads accepts), and waits in
+ * one WaitEventSet on its latch, the daemon's epoll fd and postmaster death.
+ * Every wait is that one call, so SIGTERM, SIGHUP, pushes that commit and
+ * ProcSignalBarriers (DROP DATABASE) are all seen at once. No transaction
+ * is open between requests.
+ */
+#include "http/http_int.h"
+
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+
+int			qs_http_worker_index = -1;
+
+void
+qs_http_init(void)
+{
+	BackgroundWorker worker;
+
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
+		return;
+
+	qs_http_shmem_init();
+	if (qs_http_port == 0)
+		return;
+
+	for (int i = 0; i < qs_http_workers; i++)
+	{
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = 1;
+		strlcpy(worker.bgw_library_name, "queen_streams", BGW_MAXLEN);
+		strlcpy(worker.bgw_function_name, "qs_http_worker_main", BGW_MAXLEN);
+		snprintf(worker.bgw_name, BGW_MAXLEN, "queen_streams http worker %d", i);
+		strlcpy(worker.bgw_type, "queen_streams http", BGW_MAXLEN);
+		worker.bgw_main_arg = Int32GetDatum(i);
+		RegisterBackgroundWorker(&worker);
+	}
+}
+
+static void
+worker_detach(int code, Datum arg)
+{
+	QsWorkerSlot *slot = &qs_http_shared->workers[DatumGetInt32(arg)];
+
+	slot->latch = NULL;
+	slot->listening = false;
+	slot->pid = 0;
+	pg_atomic_write_u32(&slot->connections, 0);
+	pg_atomic_write_u32(&slot->parked, 0);
+}
+
+/* One retention sweep in its own transaction; a failure is logged only. */
+static void
+run_retention(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (OidIsValid(get_extension_oid("queen_streams", true)))
+		{
+			pgstat_report_activity(STATE_RUNNING, "SELECT queen.retention_sweep()");
+			qs_spi_connect();
+			if (SPI_execute("SELECT queen.retention_sweep()", false, 0) != SPI_OK_SELECT)
+				elog(ERROR, "queen_streams: retention sweep failed");
+			qs_spi_finish();
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("queen_streams: retention sweep failed: %s", edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static long
+min_timeout(long a, long b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	return Min(a, b);
+}
+
+void
+qs_http_worker_main(Datum main_arg)
+{
+	int			index = DatumGetInt32(main_arg);
+	QsWorkerSlot *slot;
+	WaitEventSet *wes;
+	MemoryContext loop_cxt;
+	TimestampTz next_retention = 0;
+	TimestampTz next_bind = 0;
+	long		stats_wait = 0;
+	int			bind_failures = 0;
+	bool		listening = false;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(qs_http_database, NULL, 0);
+	pgstat_report_appname("queen_streams http");
+
+	qs_http_worker_index = index;
+	slot = &qs_http_shared->workers[index];
+	pg_atomic_write_u32(&slot->connections, 0);
+	pg_atomic_write_u32(&slot->parked, 0);
+	slot->started_at = GetCurrentTimestamp();
+	slot->pid = MyProcPid;
+	slot->latch = MyLatch;
+	before_shmem_exit(worker_detach, Int32GetDatum(index));
+
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams http loop",
+									 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(loop_cxt);
+
+	wes = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+
+	for (;;)
+	{
+		WaitEvent	events[3];
+		long		timeout = -1;
+		TimestampTz now;
+
+		/* Bind, retrying with backoff when the port is taken. */
+		if (!listening && GetCurrentTimestamp() >= next_bind)
+		{
+			if (qs_http_daemon_start())
+			{
+				AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_daemon_fd(), NULL, NULL);
+				listening = true;
+				slot->listening = true;
+				ereport(LOG,
+						(errmsg("queen_streams http worker %d listening on %s:%d",
+								index, qs_http_listen_address, qs_http_port)));
+			}
+			else
+			{
+				bind_failures++;
+				next_bind = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														Min(60000, 1000 * bind_failures));
+			}
+		}
+
+		if (listening)
+		{
+			timeout = qs_http_daemon_timeout();
+			timeout = min_timeout(timeout, qs_limits_timeout());
+			timeout = min_timeout(timeout, qs_parked_timeout());
+		}
+		else
+			timeout = Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_bind));
+		if (stats_wait > 0)
+			timeout = min_timeout(timeout, stats_wait);
+		if (index == 0 && qs_http_retention_interval_s > 0 && next_retention != 0)
+			timeout = min_timeout(timeout,
+								  TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_retention));
+
+		(void) WaitEventSetWait(wes, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+
+		/* Nothing runs between requests: a stray cancel has nothing to cancel. */
+		QueryCancelPending = false;
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		if (listening)
+		{
+			qs_parked_poll();
+			qs_http_daemon_run();
+			qs_limits_sweep();
+		}
+
+		now = GetCurrentTimestamp();
+		if (index == 0 && qs_http_retention_interval_s > 0)
+		{
+			if (next_retention == 0)
+				next_retention = TimestampTzPlusMilliseconds(now, qs_http_retention_interval_s * 1000L);
+			else if (now >= next_retention)
+			{
+				run_retention();
+				next_retention = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															 qs_http_retention_interval_s * 1000L);
+			}
+		}
+
+		/* bgworkers flush their own statistics */
+		stats_wait = pgstat_report_stat(false);
+		MemoryContextReset(loop_cxt);
+	}
+}
