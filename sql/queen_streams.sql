@@ -301,23 +301,38 @@ COMMENT ON FUNCTION queen.delete_queue(text, uuid) IS
 	'delete a queue with its partitions, segments, cursors and state (DELETE /api/v1/resources/queues/:queue)';
 
 --------------------------------------------------------------------------
--- HTTP listener: counters and workers (shared memory; empty unless preloaded)
+-- Privileges: over SQL, access is PostgreSQL's own. The route functions run
+-- with the extension owner's rights (SECURITY DEFINER, fixed search_path)
+-- and nobody may call them until granted; see README "Access over SQL".
 --------------------------------------------------------------------------
-CREATE FUNCTION queen_streams.queue_metrics(
-	OUT tenant_id uuid, OUT queue text, OUT pushed bigint, OUT popped bigint,
-	OUT acked bigint, OUT nacked bigint, OUT cycles bigint, OUT cycles_failed bigint)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'qs_queue_metrics' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION queen_streams.queue_metrics() IS
-	'per-queue counters since server start, as GET /metrics shows them';
+REVOKE ALL ON ALL TABLES IN SCHEMA queen, queen_streams FROM PUBLIC;
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA queen, queen_streams FROM PUBLIC;
+GRANT USAGE ON SCHEMA queen, queen_streams TO PUBLIC;
 
-CREATE VIEW queen_streams.metrics AS SELECT * FROM queen_streams.queue_metrics();
-COMMENT ON VIEW queen_streams.metrics IS
-	'per-queue counters: pushes from every backend; pops, acks and cycles served over HTTP';
+-- Pure codec helpers stay open to everyone.
+GRANT EXECUTE ON FUNCTION
+	queen.txn_hash(text), queen.uuid_generate_v7(), queen.log_unnest_hashes(bytea),
+	queen.segment_frames(bytea, bigint), queen.segment_decompress(bytea),
+	queen.segment_pack(jsonb), queen_streams.http_status(text, jsonb)
+	TO PUBLIC;
 
-CREATE FUNCTION queen_streams.http_workers(
-	OUT worker int, OUT pid int, OUT started_at timestamptz, OUT connections int,
-	OUT parked_pops int, OUT requests bigint, OUT listening boolean)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'qs_http_workers_sql' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION queen_streams.http_workers() IS 'the HTTP listener workers that are running';
+DO $$
+DECLARE
+	f regprocedure;
+BEGIN
+	FOREACH f IN ARRAY ARRAY[
+		'queen.log_push_one_v1(text, text, int, bytea, bigint, bytea, uuid, int, uuid)',
+		'queen.push(jsonb, uuid)',
+		'queen.pop(text, text, text, int, int, boolean, uuid, text, text, int)',
+		'queen.ack(jsonb, uuid)',
+		'queen.renew_lease(text, int, uuid)',
+		'queen.retention_sweep()',
+		'queen.configure(jsonb, uuid)',
+		'queen.delete_queue(text, uuid)',
+		'queen_streams.register_query(jsonb, uuid)',
+		'queen_streams.state_get(jsonb, uuid)',
+		'queen_streams.cycle(jsonb, uuid)']::regprocedure[]
+	LOOP
+		EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
+	END LOOP;
+END $$;
