@@ -208,13 +208,14 @@ sub process
 # whose end the wall clock has passed.
 sub idle_flush
 {
+	my ($all) = @_;				# on exit: every partition, quiet or not
 	my $now = floor(time * 1000);
 	for my $pid (keys %recent)
 	{
 		my ($pname, $seen) = @{ $recent{$pid} };
 		if (time - $seen > 300) { delete $recent{$pid}; next; }
 		# only partitions that stopped receiving: a busy one closes by watermark
-		next if time - $seen < $o{'idle-flush'};
+		next if !$all && time - $seen < $o{'idle-flush'};
 		my ($sst, $state) = call('POST', '/streams/v1/state/get', {
 			query_id => $qid, partition_id => $pid, key_prefix => "$TAG$US",
 			ripe_at_or_before => $now - $o{grace} * 1000 });
@@ -265,7 +266,7 @@ while (1)
 	}
 	if ($o{'exit-idle'} > 0 && time - $idle_since >= $o{'exit-idle'})
 	{
-		idle_flush() if $o{'idle-flush'} > 0;
+		idle_flush(1) if $o{'idle-flush'} > 0;
 		say_("idle for $o{'exit-idle'} s after $cycles cycles; exiting");
 		last;
 	}

@@ -27,6 +27,7 @@ port = $PORT
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$ROOT/.run'
 shared_preload_libraries = 'queen_streams'
+queen_streams.http_port = ${QS_HTTP_PORT:-6632}
 CONF
 fi
 
@@ -36,12 +37,23 @@ fi
 as_pg "$BIN/psql" -h "$ROOT/.run" -p "$PORT" -U postgres -d postgres -qX \
 	-c "CREATE EXTENSION IF NOT EXISTS queen_streams" \
 	-c "ALTER EXTENSION queen_streams UPDATE" >/dev/null
+# The listener's address, as the running server has it (a server started
+# by an older build has no listener until it is restarted).
+show() { as_pg "$BIN/psql" -h "$ROOT/.run" -p "$PORT" -U postgres -d postgres -qXAt -c "SHOW $1" 2>/dev/null || true; }
+HTTP_PORT=$(show queen_streams.http_port)
+HTTP="http://$(show queen_streams.listen_address):$HTTP_PORT"
+[ -z "$HTTP_PORT" ] && HTTP="(none: restart the server to start the HTTP listener)"
+[ "$HTTP_PORT" = 0 ] && HTTP="(disabled: queen_streams.http_port = 0)"
 
 cat <<INFO
 queen_streams is running (PostgreSQL 15, data in .run/pgdata, log in .run/postgresql.log).
   connect:  psql -h 127.0.0.1 -p $PORT -U postgres postgres
   try:      SELECT queen.push('{"items":[{"queue":"demo","payload":{"hello":"world"}}]}');
             SELECT queen.pop('demo');
+  http:     $HTTP  (Queen's /api/v1 and /streams/v1 routes, /health, /metrics)
+            curl -s -X POST $HTTP/api/v1/push -d '{"items":[{"queue":"demo","payload":{"hi":1}}]}'
+            curl -s "$HTTP/api/v1/pop/queue/demo?wait=true&timeout=5000"
+  example:  perl examples/window_counter.pl --url $HTTP --source events --sink events.counts --verbose
   stop:     Ctrl-C here (or: runuser -u postgres -- $BIN/pg_ctl -D $DATA stop)
 INFO
 

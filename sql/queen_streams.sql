@@ -336,3 +336,25 @@ BEGIN
 		EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
 	END LOOP;
 END $$;
+
+--------------------------------------------------------------------------
+-- HTTP listener: counters and workers (shared memory; empty unless preloaded)
+--------------------------------------------------------------------------
+CREATE FUNCTION queen_streams.queue_metrics(
+	OUT tenant_id uuid, OUT queue text, OUT pushed bigint, OUT popped bigint,
+	OUT acked bigint, OUT nacked bigint, OUT cycles bigint, OUT cycles_failed bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'qs_queue_metrics' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen_streams.queue_metrics() IS
+	'per-queue counters since server start, as GET /metrics shows them';
+
+CREATE VIEW queen_streams.metrics AS SELECT * FROM queen_streams.queue_metrics();
+COMMENT ON VIEW queen_streams.metrics IS
+	'per-queue counters: pushes from every backend; pops, acks and cycles served over HTTP';
+
+CREATE FUNCTION queen_streams.http_workers(
+	OUT worker int, OUT pid int, OUT started_at timestamptz, OUT connections int,
+	OUT parked_pops int, OUT requests bigint, OUT listening boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'qs_http_workers_sql' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen_streams.http_workers() IS 'the HTTP listener workers that are running';
