@@ -133,16 +133,28 @@ qs_register_query(PG_FUNCTION_ARGS)
 		/* A new name: the tenant gate (the default tenant is never gated). */
 		if (memcmp(&tenant, &qs_default_tenant, sizeof(pg_uuid_t)) != 0)
 		{
+			bool		granted;
+			int64		max;
+
 			qs_exec(&quota_plan, args, NULL, 1);
-			if (SPI_processed == 0 || !qs_col_bool(0, 1, false))
+			granted = SPI_processed == 1 && qs_col_bool(0, 1, false);
+			max = SPI_processed == 1 ? qs_col_int64(0, 2, -1) : -1;
+
+			/*
+			 * The quota lock may have waited for a registration of this very
+			 * name: if it is there now, this is a re-registration, which the
+			 * gate never applies to.
+			 */
+			qs_exec(&find_plan, args, NULL, 1);
+			if (SPI_processed == 1)
+				continue;
+			if (!granted)
 			{
 				denied = "streams not granted for this tenant";
 				break;
 			}
-			if (qs_col_int64(0, 2, -1) >= 0)
+			if (max >= 0)
 			{
-				int64		max = qs_col_int64(0, 2, -1);
-
 				qs_exec(&count_plan, args, NULL, 1);
 				if (qs_col_int64(0, 1, 0) >= max)
 				{
