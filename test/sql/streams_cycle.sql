@@ -577,7 +577,8 @@ SELECT * FROM pg_temp.cur(:'pid', :'lease2');
 SELECT pg_temp.state(:'q', :'pid');
 SELECT updated_at = :'eo_at' AS state_row_untouched FROM queen_streams.state WHERE query_id = :'q' AND key = 'eo';
 -- The retry of a partial ack (release_lease false) is NOT guarded: its lease
--- is kept by design, so a retry commits again (facts 6.3; see the report).
+-- is kept by design, so a retry commits again (facts 6.3): exactly-once
+-- rests on the released lease, so only a full ack guards its retry.
 SELECT c.success, c.push_results, c.ack_result
   FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :'pid', 'release_lease', false,
        'push_items', '[{"queue":"cyc_eo_sink","payload":{"gate":1}}]'::jsonb,

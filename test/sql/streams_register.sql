@@ -124,7 +124,8 @@ SELECT * FROM pg_temp.reg('d3 old hash is a mismatch',
 -- state row for this query before rewriting the registration" and "the
 -- name exists and config_hash matches ... the accumulators are kept"; the
 -- reference procedure (facts 6.1) only wipes on a mismatch. This pins what
--- the code does today: it wipes (see the report).
+-- the code does today: it wipes. Open question: if the outcome sentence
+-- wins, expect reset:false here and the row kept.
 INSERT INTO queen_streams.state (query_id, partition_id, key, value)
 VALUES (pg_temp.rid('a1 fresh'), :'p1', 'k9', '{"acc":9}');
 SELECT * FROM pg_temp.reg('d4 match with reset',
