@@ -7,6 +7,7 @@ OBJS = \
 	src/queen_streams.o \
 	src/common/guc.o \
 	src/common/json_out.o \
+	src/common/jwt.o \
 	src/common/json_in.o \
 	src/common/spi_plan.o \
 	src/common/tenant.o \

@@ -301,6 +301,37 @@ COMMENT ON FUNCTION queen.delete_queue(text, uuid) IS
 	'delete a queue with its partitions, segments, cursors and state (DELETE /api/v1/resources/queues/:queue)';
 
 --------------------------------------------------------------------------
+-- HTTP listener: counters and workers (shared memory; empty unless preloaded)
+--------------------------------------------------------------------------
+CREATE FUNCTION queen_streams.queue_metrics(
+	OUT tenant_id uuid, OUT queue text, OUT pushed bigint, OUT popped bigint,
+	OUT acked bigint, OUT nacked bigint, OUT cycles bigint, OUT cycles_failed bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'qs_queue_metrics' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen_streams.queue_metrics() IS
+	'per-queue counters since server start, as GET /metrics shows them';
+
+CREATE VIEW queen_streams.metrics AS SELECT * FROM queen_streams.queue_metrics();
+COMMENT ON VIEW queen_streams.metrics IS
+	'per-queue counters: pushes from every backend; pops, acks and cycles served over HTTP';
+
+CREATE FUNCTION queen_streams.http_workers(
+	OUT worker int, OUT pid int, OUT started_at timestamptz, OUT connections int,
+	OUT parked_pops int, OUT requests bigint, OUT listening boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'qs_http_workers_sql' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen_streams.http_workers() IS 'the HTTP listener workers that are running';
+
+--------------------------------------------------------------------------
+-- Access tokens
+--------------------------------------------------------------------------
+CREATE FUNCTION queen_streams.verify_token(token text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'qs_verify_token' LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION queen_streams.verify_token(text) IS
+	'check a bearer token as the HTTP listener does: {valid, error, role, sub}';
+
+--------------------------------------------------------------------------
 -- Privileges: over SQL, access is PostgreSQL's own. The route functions run
 -- with the extension owner's rights (SECURITY DEFINER, fixed search_path)
 -- and nobody may call them until granted; see README "Access over SQL".
@@ -336,25 +367,3 @@ BEGIN
 		EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp', f);
 	END LOOP;
 END $$;
-
---------------------------------------------------------------------------
--- HTTP listener: counters and workers (shared memory; empty unless preloaded)
---------------------------------------------------------------------------
-CREATE FUNCTION queen_streams.queue_metrics(
-	OUT tenant_id uuid, OUT queue text, OUT pushed bigint, OUT popped bigint,
-	OUT acked bigint, OUT nacked bigint, OUT cycles bigint, OUT cycles_failed bigint)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'qs_queue_metrics' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION queen_streams.queue_metrics() IS
-	'per-queue counters since server start, as GET /metrics shows them';
-
-CREATE VIEW queen_streams.metrics AS SELECT * FROM queen_streams.queue_metrics();
-COMMENT ON VIEW queen_streams.metrics IS
-	'per-queue counters: pushes from every backend; pops, acks and cycles served over HTTP';
-
-CREATE FUNCTION queen_streams.http_workers(
-	OUT worker int, OUT pid int, OUT started_at timestamptz, OUT connections int,
-	OUT parked_pops int, OUT requests bigint, OUT listening boolean)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'qs_http_workers_sql' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION queen_streams.http_workers() IS 'the HTTP listener workers that are running';

@@ -24,6 +24,30 @@ extern int	qs_max_segment_kb;
 extern char *qs_encryption_key;
 extern void qs_guc_init(void);
 
+/* jwt.c: bearer tokens and the access levels their `role` claim grants */
+typedef enum QsAccess
+{
+	QS_ACCESS_NONE = 0,
+	QS_ACCESS_READ,				/* read-only */
+	QS_ACCESS_WRITE,			/* read-write */
+	QS_ACCESS_ADMIN,			/* admin */
+	QS_ACCESS_PUSH_ONLY			/* write-only: push and nothing else */
+} QsAccess;
+
+typedef struct QsToken
+{
+	QsAccess	level;
+	char	   *sub;			/* NULL when absent */
+} QsToken;
+
+#define QS_AUTH_OFF 0
+#define QS_AUTH_JWT 1
+extern int	qs_auth_mode;
+extern char *qs_jwt_secret;
+extern char *qs_jwt_public_key_file;
+extern const char *qs_jwt_verify(const char *token, int len, QsToken *out);
+extern bool qs_access_allows(QsAccess have, QsAccess need);
+
 /* uuid7.c */
 extern void qs_uuid7(pg_uuid_t *out);
 extern void qs_uuid_format(const pg_uuid_t *u, char *out);	/* out: 37 bytes */

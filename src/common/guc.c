@@ -10,6 +10,15 @@
 int			qs_zstd_level = 3;
 int			qs_max_segment_kb = 262144;
 char	   *qs_encryption_key = NULL;
+int			qs_auth_mode = QS_AUTH_OFF;
+char	   *qs_jwt_secret = NULL;
+char	   *qs_jwt_public_key_file = NULL;
+
+static const struct config_enum_entry auth_options[] = {
+	{"off", QS_AUTH_OFF, false},
+	{"jwt", QS_AUTH_JWT, false},
+	{NULL, 0, false}
+};
 
 /* The HTTP listener (src/http); its limits reload on SIGHUP. */
 int			qs_http_port = 6632;
@@ -171,6 +180,28 @@ qs_guc_init(void)
 							   NULL, NULL, NULL);
 
 	define_http_settings();
+
+	DefineCustomEnumVariable("queen_streams.auth",
+							 gettext_noop("Access control of the HTTP listener: off, or jwt (Authorization: Bearer)."),
+							 NULL,
+							 &qs_auth_mode,
+							 QS_AUTH_OFF, auth_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_secret",
+							   gettext_noop("HMAC secret that HS256 bearer tokens are signed with."),
+							   NULL,
+							   &qs_jwt_secret,
+							   "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_public_key_file",
+							   gettext_noop("PEM file with the RSA public key that RS256 bearer tokens are checked against."),
+							   NULL,
+							   &qs_jwt_public_key_file,
+							   "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("queen_streams");
 }
