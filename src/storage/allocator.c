@@ -80,8 +80,13 @@ qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 	return false;
 }
 
+/*
+ * NO KEY UPDATE: it serializes pushers exactly like the allocator UPDATE does,
+ * without blocking the FOR KEY SHARE checks of rows that reference the
+ * partition (a pop creating its cursor must not wait for an open push).
+ */
 static QsPlan lock_plan = {
-	"SELECT last_offset, txns_start FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+	"SELECT last_offset, txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
 	1, {UUIDOID}
 };
 

@@ -61,3 +61,5 @@ SELECT bool_and(a < b) AS monotonic
   FROM (SELECT u AS a, lead(u) OVER (ORDER BY n) AS b
           FROM (SELECT n, queen.uuid_generate_v7() AS u FROM generate_series(1, 5000) n) s) t
  WHERE b IS NOT NULL;
+
+DROP EXTENSION queen_streams CASCADE;
