@@ -151,7 +151,7 @@ HEALTH=$(lg -m GET -u /health)
 
 RSS=$("${PSQL[@]}" -c "SELECT string_agg(pid::text, ' ') FROM queen_streams.http_workers()" |
 	tr ' ' '\n' | while read -r pid; do
-		awk '/VmRSS|VmHWM/ {printf "%s %s kB  ", $1, $2}' "/proc/$pid/status"; echo; done)
+		awk '/VmRSS|RssAnon|RssShmem/ {printf "%s %s kB  ", $1, $2}' "/proc/$pid/status"; echo; done)
 OK=$("${PSQL[@]}" -c "SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
 	JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'bench.sink'")
 
@@ -174,7 +174,7 @@ p100=$(echo "$PUSH100" | field rps)
 	echo
 	echo "HTTP cycles / SQL cycles = **$ratio_sql** (goal >= 0.8); HTTP cycles / plain-SQL analog = **$ratio_analog**."
 	echo
-	echo "Worker memory after the run: "
+	echo "Worker memory after the run (RssShmem is shared_buffers pages the worker touched; RssAnon is its own):"
 	echo "$RSS" | sed 's/^/- /'
 	echo
 	echo "Sink segments written by the HTTP and SQL cycles: $OK. Raw lines: loadgen.log, pgbench.log."

@@ -8,6 +8,7 @@
 
 #include "http/http.h"
 
+#include "access/xlogdefs.h"
 #include "lib/ilist.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
@@ -186,6 +187,9 @@ typedef struct QsReq
 	const char *content_type;
 	const char *retry_after;
 	bool		close;
+	XLogRecPtr	lsn;			/* commit to flush before answering, or 0 */
+	bool		flush_waiting;
+	dlist_node	flush_node;
 	QsPop	   *pop;			/* the pop route's parameters */
 	void	   *state;			/* other routes' parsed body and result */
 } QsReq;
@@ -196,6 +200,8 @@ extern int	qs_http_daemon_fd(void);
 extern void qs_http_daemon_run(void);
 extern long qs_http_daemon_timeout(void);
 extern void qs_http_send_parked(QsReq *req);
+extern bool qs_http_flush_pending(void);
+extern bool qs_http_flush_waiting(void);
 
 /* ---------------------------------------------------------------- limits.c */
 extern void qs_conn_opened(QsConn *c);
@@ -216,6 +222,7 @@ extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
+extern bool qs_group_flush(void);
 
 /* ---------------------------------------------------------------- routes */
 /* Each route has a parse step (no transaction) and a run step (in one). */

@@ -14,11 +14,13 @@
 #include <microhttpd.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "replication/syncrep.h"
 #include "streams/streams.h"
 #include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
@@ -314,6 +316,37 @@ extension_missing(QsReq *req)
 }
 
 /*
+ * Group flush: with a locally synchronous commit (no synchronous standby),
+ * the worker commits each request without waiting for its WAL flush, then
+ * flushes once for every request it has in hand and only then answers them
+ * (daemon.c). One fsync serves many requests, as group commit does across
+ * backends, and no response is sent before its commit is durable.
+ */
+bool
+qs_group_flush(void)
+{
+	return synchronous_commit >= SYNCHRONOUS_COMMIT_LOCAL_FLUSH &&
+		(SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0');
+}
+
+static int	saved_synchronous_commit;
+
+static void
+commit(QsReq *req)
+{
+	XLogRecPtr	before = XactLastCommitEnd;
+	bool		group = qs_group_flush();
+
+	saved_synchronous_commit = synchronous_commit;
+	if (group)
+		synchronous_commit = SYNCHRONOUS_COMMIT_OFF;
+	CommitTransactionCommand();
+	synchronous_commit = saved_synchronous_commit;
+	if (group && XactLastCommitEnd != before)
+		req->lsn = XactLastCommitEnd;
+}
+
+/*
  * Parse (first attempt only), then run the route in one transaction. Every
  * error is caught here and becomes the response.
  */
@@ -349,7 +382,7 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 			PopActiveSnapshot();
 			if (qs_http_statement_timeout_ms > 0)
 				disable_timeout(STATEMENT_TIMEOUT, false);
-			CommitTransactionCommand();
+			commit(req);
 			MemoryContextSwitchTo(cxt);
 			if (def->after && req->status < 300)
 			{
@@ -374,6 +407,7 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 		int			status;
 
 		HOLD_INTERRUPTS();
+		synchronous_commit = saved_synchronous_commit;
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();

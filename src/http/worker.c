@@ -183,6 +183,8 @@ qs_http_worker_main(Datum main_arg)
 			timeout = qs_http_daemon_timeout();
 			timeout = min_timeout(timeout, qs_limits_timeout());
 			timeout = min_timeout(timeout, qs_parked_timeout());
+			if (qs_http_flush_waiting())
+				timeout = 0;
 		}
 		else
 			timeout = Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_bind));
@@ -208,6 +210,12 @@ qs_http_worker_main(Datum main_arg)
 		{
 			qs_parked_poll();
 			qs_http_daemon_run();
+			/* answer what is flushed; serve what arrived meanwhile; repeat */
+			for (int i = 0; i < 64 && qs_http_flush_pending(); i++)
+			{
+				CHECK_FOR_INTERRUPTS();
+				qs_http_daemon_run();
+			}
 			qs_limits_sweep();
 		}
 
