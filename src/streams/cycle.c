@@ -166,7 +166,8 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 		args[2] = PointerGetDatum(cstring_to_text_with_len(kv.val.string.val, kv.val.string.len));
 		if (type[0] == 'u')
 		{
-			if (qs_json_get(o, "value", &vv))
+			/* an absent value is {}; an explicit null is stored as JSON null */
+			if (getKeyJsonValueFromContainer(o, "value", 5, &vv) != NULL)
 				args[3] = JsonbPGetDatum(JsonbValueToJsonb(&vv));
 			else
 				args[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
@@ -323,7 +324,7 @@ ack_source(CycleReq *r, CycleOut *out)
 {
 	Datum		args[4];
 	char	   *worker;
-	char	   *status;
+	JsonbValue	sv;
 	int64		count;
 	bool		ok;
 	bool		released;
@@ -334,9 +335,12 @@ ack_source(CycleReq *r, CycleOut *out)
 	QsJson	   *j = out->j;
 
 	worker = qs_json_string(r->ack, "leaseId", "ack", false);
-	status = qs_json_string(r->ack, "status", "ack", false);
 	count = Max(qs_json_int(r->ack, "count", "ack", 0), 0);
-	ok = status_is_ok(status);
+	/* any status but the success words, even one that is not a string, is a nack */
+	if (qs_json_get(r->ack, "status", &sv))
+		ok = sv.type == jbvString && status_is_ok(pnstrdup(sv.val.string.val, sv.val.string.len));
+	else
+		ok = true;
 
 	args[0] = qs_uuid_datum(&r->pid);
 	args[1] = CStringGetTextDatum(r->group);

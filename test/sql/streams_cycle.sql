@@ -165,7 +165,8 @@ SELECT * FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :
                  {"type":"upsert","key":"k4","value":{"v":4}},
                  {"type":"delete","key":"k4"},
                  {"type":"delete","key":"k5"},
-                 {"type":"upsert","key":"k5","value":[5]}]'::jsonb));
+                 {"type":"upsert","key":"k5","value":[5]},
+                 {"type":"upsert","key":"k6","value":null}]'::jsonb));
 SELECT pg_temp.state(:'q', :'pid');
 SELECT query_id = :'q' AS query, partition_id = :'pid' AS part, count(*)
   FROM queen_streams.state GROUP BY 1, 2;
@@ -402,7 +403,7 @@ SELECT 'dlq' AS status, * FROM pg_temp.round(3, '{"status":"dlq","count":3}');
 -- A nack redelivers the whole batch, in order, to the next pop.
 SELECT 'failed' AS status, * FROM pg_temp.round(2, '{"status":"failed","count":2}');
 SELECT * FROM pg_temp.popped(queen.pop('cyc_round', batch => 100));
--- A status that is not a string fails the cycle.
+-- A status that is not a string is not a success word either: a nack.
 SELECT 'number' AS status, * FROM pg_temp.round(1, '{"status":5}');
 
 -- ack null (or absent), either release_lease: the lease block is skipped.
