@@ -15,7 +15,8 @@
 # Goal: HTTP cycles >= 0.8 of the SQL analog.
 #
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_CONNS (8),
-# QS_BENCH_WORKERS (2), QS_BENCH_PORT (55442), QS_BENCH_HTTP_PORT (55443).
+# QS_BENCH_WORKERS (2), QS_BENCH_GROUP_FLUSH (off), QS_BENCH_PORT (55442),
+# QS_BENCH_HTTP_PORT (55443).
 # Output: a table on stdout and bench/http/out/results.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +27,7 @@ DURATION=${QS_BENCH_DURATION:-10}
 WARMUP=${QS_BENCH_WARMUP:-2}
 CONNS=${QS_BENCH_CONNS:-8}
 WORKERS=${QS_BENCH_WORKERS:-2}
+GROUP_FLUSH=${QS_BENCH_GROUP_FLUSH:-off}
 PORT=${QS_BENCH_PORT:-55442}
 HTTP_PORT=${QS_BENCH_HTTP_PORT:-55443}
 
@@ -62,6 +64,7 @@ max_wal_size = 4GB
 shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = $HTTP_PORT
 queen_streams.http_workers = $WORKERS
+queen_streams.group_flush = $GROUP_FLUSH
 queen_streams.retention_interval = 0
 CONF
 as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w start >/dev/null

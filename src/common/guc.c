@@ -35,6 +35,7 @@ int			qs_http_statement_timeout_ms = 30000;
 int			qs_http_tenancy = QS_TENANCY_OFF;
 int			qs_http_retention_interval_s = 60;
 int			qs_http_pop_recheck_ms = 1000;
+bool		qs_http_group_flush = false;
 
 static const struct config_enum_entry tenancy_options[] = {
 	{"off", QS_TENANCY_OFF, false},
@@ -149,6 +150,14 @@ define_http_settings(void)
 							1000, 10, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("queen_streams.group_flush",
+							 gettext_noop("HTTP workers flush the WAL once for all requests in hand instead of once per commit."),
+							 gettext_noop("Answers still wait for their commit to be durable, but other sessions may see "
+										  "a commit a moment before it is, as with synchronous_commit = off."),
+							 &qs_http_group_flush,
+							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 }
 
 void

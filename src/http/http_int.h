@@ -31,6 +31,7 @@ extern int	qs_http_statement_timeout_ms;
 extern int	qs_http_tenancy;
 extern int	qs_http_retention_interval_s;
 extern int	qs_http_pop_recheck_ms;
+extern bool qs_http_group_flush;
 
 #define QS_TENANCY_OFF		0
 #define QS_TENANCY_HEADER	1

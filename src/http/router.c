@@ -316,16 +316,20 @@ extension_missing(QsReq *req)
 }
 
 /*
- * Group flush: with a locally synchronous commit (no synchronous standby),
- * the worker commits each request without waiting for its WAL flush, then
- * flushes once for every request it has in hand and only then answers them
- * (daemon.c). One fsync serves many requests, as group commit does across
- * backends, and no response is sent before its commit is durable.
+ * Group flush (queen_streams.group_flush, off by default): with a locally
+ * synchronous commit (no synchronous standby), the worker commits each
+ * request without waiting for its WAL flush, then flushes once for every
+ * request it has in hand and only then answers them (daemon.c). One fsync
+ * serves many requests and no response is sent before its commit is
+ * durable, but other sessions can see a commit a moment before it is: a
+ * consumer could read a sink message that a crash then takes back. That is
+ * why it is opt-in.
  */
 bool
 qs_group_flush(void)
 {
-	return synchronous_commit >= SYNCHRONOUS_COMMIT_LOCAL_FLUSH &&
+	return qs_http_group_flush &&
+		synchronous_commit >= SYNCHRONOUS_COMMIT_LOCAL_FLUSH &&
 		(SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0');
 }
 
