@@ -6,6 +6,8 @@
 #include "storage/storage.h"
 
 #include "catalog/pg_type_d.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
 static QsPlan resolve_plan = {
@@ -307,6 +309,42 @@ qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame)
 	return true;
 }
 
+/*
+ * A caller-made segment is checked before it is stored: it must decode into
+ * exactly `count` frames, each hash must be the one of its frame's
+ * transaction id, and each payload must be JSON text. A segment that fails
+ * any of these would otherwise be accepted and then stop every pop of the
+ * partition (or make its messages unackable) for good.
+ */
+static void
+check_segment(bytea *blob, int count, const uint8 *hashes)
+{
+	QsFrame    *frames = qs_segment_decode(blob, count, NULL, 0);
+
+	for (int i = 0; i < count; i++)
+	{
+		QsFrame    *f = &frames[i];
+		uint8		h[QS_HASH_LEN];
+
+		qs_txn_hash(f->txn, f->txn_len, h);
+		if (memcmp(h, hashes + i * QS_HASH_LEN, QS_HASH_LEN) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("QPUSH bad segment: hash %d is not the hash of frame %d's transaction id", i, i)));
+		if (f->payload_len > 0)
+		{
+			JsonLexContext *lex = makeJsonLexContextCstringLen((char *) f->payload, f->payload_len,
+															   GetDatabaseEncoding(), false);
+
+			if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("QPUSH bad segment: the payload of frame %d is not JSON", i)));
+			pfree(lex);
+		}
+	}
+}
+
 /* SQL: queen.log_push_one_v1(...) */
 PG_FUNCTION_INFO_V1(qs_log_push_one_v1);
 Datum
@@ -341,6 +379,8 @@ qs_log_push_one_v1(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("QPUSH bad segment: msg_count=%d, hashes=%d bytes (want 16/msg)",
 						count, (int) VARSIZE_ANY_EXHDR(hashes))));
+
+	check_segment(blob, count, (const uint8 *) VARDATA_ANY(hashes));
 
 	qsj_init(&j);
 	qs_spi_connect();

@@ -45,6 +45,30 @@ SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', 'Default', 1, NULL, -1, p
 SELECT pg_temp.try($$SELECT queen.log_push_one_v1(NULL, 'Default', 1, pg_temp.hashes('{a}'), -1, pg_temp.seg('{a}'))$$);
 SELECT pg_temp.try($$SELECT queen.log_push_one_v1('', 'Default', 1, pg_temp.hashes('{a}'), -1, pg_temp.seg('{a}'))$$);
 SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', '', 1, pg_temp.hashes('{a}'), -1, pg_temp.seg('{a}'))$$);
+-- The segment itself is checked before anything is stored: it must decode
+-- into exactly msg_count frames, each hash must belong to its frame, and
+-- payloads must be JSON. (A segment failing these would stop every later pop
+-- of the partition, or leave its messages unackable.)
+SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', 'Default', 2, pg_temp.hashes('{a,b}'), -1, pg_temp.seg('{a}'))$$);
+SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', 'Default', 1, pg_temp.hashes('{a}'), -1, pg_temp.seg('{a,b}'))$$);
+SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', 'Default', 1, pg_temp.hashes('{a}'), -1, '\x00010203'::bytea)$$);
+SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', 'Default', 2, pg_temp.hashes('{b,a}'), -1, pg_temp.seg('{a,b}'))$$);
+-- A hand-made zstd frame (one raw block) lets a frame carry any payload bytes.
+CREATE FUNCTION pg_temp.le(n int, len int) RETURNS bytea LANGUAGE sql AS $$
+	SELECT string_agg(set_byte('\x00'::bytea, 0, (n >> (8 * i)) & 255), ''::bytea ORDER BY i)
+	  FROM generate_series(0, len - 1) i
+$$;
+CREATE FUNCTION pg_temp.raw_seg(txn text, payload text) RETURNS bytea LANGUAGE sql AS $$
+	WITH f AS (
+	  SELECT '\x00'::bytea || '\x01890a5dac96774bbcceb302099a8057'::bytea
+	         || pg_temp.le(octet_length(txn), 2) || convert_to(txn, 'UTF8') || convert_to(payload, 'UTF8') AS body),
+	     frame AS (SELECT pg_temp.le(octet_length(body), 4) || body AS b FROM f)
+	SELECT '\x28b52ffd20'::bytea || pg_temp.le(octet_length(b), 1) || pg_temp.le(1 | (octet_length(b) << 3), 3) || b
+	  FROM frame
+$$;
+SELECT transaction_id, payload FROM queen.segment_frames(pg_temp.raw_seg('r', '{"ok": 1}'), 1);
+SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', 'Default', 1, pg_temp.hashes('{r}'), -1, pg_temp.raw_seg('r', 'not json'))$$);
+SELECT pg_temp.try($$SELECT queen.log_push_one_v1('q', 'Default', 1, pg_temp.hashes('{r}'), -1, pg_temp.raw_seg('r', '{"a":'))$$);
 -- Nothing was created by the refused calls.
 SELECT count(*) AS queues FROM queen.queues;
 
@@ -121,5 +145,11 @@ SELECT q.tenant_id, q.name, p.name AS part, p.last_offset
 SELECT pg_temp.verdict(pg_temp.push('orders.create', '{a}', part => 'eu'));
 SELECT q.tenant_id, p.name AS part, p.last_offset
   FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id ORDER BY 1, 2;
+
+-- A hand-made segment that passes the checks is stored and delivered as is.
+SELECT pg_temp.verdict(queen.log_push_one_v1('raw', 'Default', 1, pg_temp.hashes('{r}'), -1,
+                                             pg_temp.raw_seg('r', '{"hand": "made"}')));
+SELECT m->>'transactionId' AS txn, m->'data' AS data
+  FROM jsonb_array_elements(queen.pop('raw', auto_ack => true)->'messages') m;
 
 DROP EXTENSION queen_streams CASCADE;
