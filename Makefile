@@ -16,6 +16,7 @@ OBJS = \
 	src/http/limits.o \
 	src/http/metrics.o \
 	src/http/router.o \
+	src/http/routes_admin.o \
 	src/http/routes_queue.o \
 	src/http/routes_streams.o \
 	src/http/shmem.o \

@@ -15,6 +15,7 @@ PACKAGES=(
 	libtap-parser-sourcehandler-pgtap-perl
 	libipc-run-perl
 	curl
+	openssl
 	rsync
 )
 

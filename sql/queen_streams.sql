@@ -145,10 +145,11 @@ AS 'MODULE_PATHNAME', 'qs_log_push_one_v1' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION queen.log_push_one_v1(text, text, int, bytea, bigint, bytea, uuid, int, uuid) IS
 	'append one packed segment to a partition: dedup probe, offset allocation, segment and hash rows';
 
-CREATE FUNCTION queen.push(request jsonb, tenant uuid DEFAULT NULL)
+CREATE FUNCTION queen.push(request jsonb, tenant uuid DEFAULT NULL, producer_sub text DEFAULT NULL)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'qs_push' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION queen.push(jsonb, uuid) IS 'body and result of POST /api/v1/push';
+COMMENT ON FUNCTION queen.push(jsonb, uuid, text) IS
+	'body and result of POST /api/v1/push; producer_sub (the pusher''s token subject) is stored on every frame';
 
 CREATE FUNCTION queen.pop(
 	queue text,
@@ -353,7 +354,7 @@ DECLARE
 BEGIN
 	FOREACH f IN ARRAY ARRAY[
 		'queen.log_push_one_v1(text, text, int, bytea, bigint, bytea, uuid, int, uuid)',
-		'queen.push(jsonb, uuid)',
+		'queen.push(jsonb, uuid, text)',
 		'queen.pop(text, text, text, int, int, boolean, uuid, text, text, int)',
 		'queen.ack(jsonb, uuid)',
 		'queen.renew_lease(text, int, uuid)',

@@ -53,8 +53,10 @@ queue_response(QsReq *req)
 								req->content_type ? req->content_type : "application/json");
 	if (req->retry_after)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, req->retry_after);
+	if (req->www_authenticate)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, req->www_authenticate);
 	if (req->status == 405)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, req->method[0] == 'G' ? "POST" : "GET");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, qs_route_method(req->route));
 	if (req->close)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 	ok = MHD_queue_response(req->mhd, req->status, r);

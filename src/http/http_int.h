@@ -49,11 +49,14 @@ typedef enum QsRouteId
 	QS_R_CYCLE,
 	QS_R_HEALTH,
 	QS_R_METRICS,
+	QS_R_CONFIGURE,
+	QS_R_DELETE_QUEUE,
 	QS_R_NONE,					/* 404, 405, refused before routing */
 	QS_R_COUNT
 } QsRouteId;
 
 extern const char *const qs_route_names[QS_R_COUNT];
+extern const char *qs_route_method(QsRouteId id);
 
 /* Status codes counted per route in /metrics; the last bucket is "other". */
 #define QS_CODE_COUNT 14
@@ -174,8 +177,10 @@ typedef struct QsReq
 	QsRouteId	route;
 	const char *method;
 	char	   *url;
-	char	   *arg;			/* :leaseId */
+	char	   *arg;			/* :leaseId, :queue */
 	pg_uuid_t	tenant;
+	char	   *sub;			/* the bearer token's subject (auth = jwt) */
+	const char *www_authenticate;	/* the challenge of a 401 */
 	StringInfoData body;
 	bool		body_too_large;
 	bool		dispatched;
@@ -247,6 +252,8 @@ extern const QsRouteDef qs_route_metrics;
 extern const QsRouteDef qs_route_queries;
 extern const QsRouteDef qs_route_state_get;
 extern const QsRouteDef qs_route_cycle;
+extern const QsRouteDef qs_route_configure;
+extern const QsRouteDef qs_route_delete_queue;
 
 /* routes_queue.c: long-poll pops parked in this worker */
 extern dlist_head qs_parked;

@@ -30,15 +30,48 @@
 const char *const qs_route_names[QS_R_COUNT] = {
 	"push", "pop", "ack", "ack_batch", "lease_extend",
 	"streams_queries", "streams_state_get", "streams_cycle",
-	"health", "metrics", "none"
+	"health", "metrics", "configure", "delete_queue", "none"
 };
+
+/* The method each route answers to (405 with Allow otherwise). */
+static const char *const route_method[QS_R_COUNT] = {
+	"POST", "GET", "POST", "POST", "POST", "POST", "POST", "POST",
+	"GET", "GET", "POST", "DELETE", "GET"
+};
+
+/*
+ * The access level each route needs with queen_streams.auth = jwt (the
+ * spec's Access level column). Push also admits write-only tokens; /health
+ * needs none.
+ */
+static const QsAccess route_access[QS_R_COUNT] = {
+	[QS_R_PUSH] = QS_ACCESS_PUSH_ONLY,
+	[QS_R_POP] = QS_ACCESS_WRITE,
+	[QS_R_ACK] = QS_ACCESS_WRITE,
+	[QS_R_ACK_BATCH] = QS_ACCESS_WRITE,
+	[QS_R_LEASE_EXTEND] = QS_ACCESS_WRITE,
+	[QS_R_QUERIES] = QS_ACCESS_WRITE,
+	[QS_R_STATE_GET] = QS_ACCESS_READ,
+	[QS_R_CYCLE] = QS_ACCESS_WRITE,
+	[QS_R_HEALTH] = QS_ACCESS_NONE,
+	[QS_R_METRICS] = QS_ACCESS_READ,
+	[QS_R_CONFIGURE] = QS_ACCESS_ADMIN,
+	[QS_R_DELETE_QUEUE] = QS_ACCESS_ADMIN,
+	[QS_R_NONE] = QS_ACCESS_NONE,
+};
+
+const char *
+qs_route_method(QsRouteId id)
+{
+	return route_method[id];
+}
 
 /* Activity shown in pg_stat_activity while a route runs. */
 static const char *const route_activity[QS_R_COUNT] = {
 	"POST /api/v1/push", "GET /api/v1/pop", "POST /api/v1/ack", "POST /api/v1/ack/batch",
 	"POST /api/v1/lease/:leaseId/extend", "POST /streams/v1/queries",
 	"POST /streams/v1/state/get", "POST /streams/v1/cycle", "GET /health",
-	"GET /metrics", "-"
+	"GET /metrics", "POST /api/v1/configure", "DELETE /api/v1/resources/queues/:queue", "-"
 };
 
 const int	qs_counted_codes[QS_CODE_COUNT - 1] = {
@@ -190,21 +223,22 @@ route_def(QsRouteId id)
 			return &qs_route_health;
 		case QS_R_METRICS:
 			return &qs_route_metrics;
+		case QS_R_CONFIGURE:
+			return &qs_route_configure;
+		case QS_R_DELETE_QUEUE:
+			return &qs_route_delete_queue;
 		default:
 			return NULL;
 	}
 }
 
-/* Match the path; sets req->route (and :leaseId) or answers 404/405. */
+/* Match the path; sets req->route (and :leaseId, :queue) or answers 404/405. */
 static bool
 match_route(QsReq *req)
 {
 	char	   *path = req->url;
 	int			len = strlen(path);
-	bool		get = strcmp(req->method, "GET") == 0;
-	bool		post = strcmp(req->method, "POST") == 0;
 	QsRouteId	id = QS_R_NONE;
-	bool		want_get = false;
 
 	if (len > 1 && path[len - 1] == '/')
 		path[--len] = '\0';
@@ -212,7 +246,7 @@ match_route(QsReq *req)
 	if (strcmp(path, "/api/v1/push") == 0)
 		id = QS_R_PUSH;
 	else if (strncmp(path, "/api/v1/pop/queue/", 18) == 0 && path[18] != '\0')
-		id = QS_R_POP, want_get = true;
+		id = QS_R_POP;
 	else if (strcmp(path, "/api/v1/ack") == 0)
 		id = QS_R_ACK;
 	else if (strcmp(path, "/api/v1/ack/batch") == 0)
@@ -225,6 +259,14 @@ match_route(QsReq *req)
 		if (req->arg[0] == '\0' || strchr(req->arg, '/') != NULL)
 			id = QS_R_NONE;
 	}
+	else if (strcmp(path, "/api/v1/configure") == 0)
+		id = QS_R_CONFIGURE;
+	else if (strncmp(path, "/api/v1/resources/queues/", 25) == 0 && path[25] != '\0' &&
+			 strchr(path + 25, '/') == NULL)
+	{
+		id = QS_R_DELETE_QUEUE;
+		req->arg = pstrdup(path + 25);
+	}
 	else if (strcmp(path, "/streams/v1/queries") == 0)
 		id = QS_R_QUERIES;
 	else if (strcmp(path, "/streams/v1/state/get") == 0)
@@ -232,9 +274,9 @@ match_route(QsReq *req)
 	else if (strcmp(path, "/streams/v1/cycle") == 0)
 		id = QS_R_CYCLE;
 	else if (strcmp(path, "/health") == 0)
-		id = QS_R_HEALTH, want_get = true;
+		id = QS_R_HEALTH;
 	else if (strcmp(path, "/metrics") == 0)
-		id = QS_R_METRICS, want_get = true;
+		id = QS_R_METRICS;
 
 	if (id == QS_R_NONE)
 	{
@@ -242,12 +284,52 @@ match_route(QsReq *req)
 		qs_http_error(req, 404, "not found");
 		return false;
 	}
-	if (want_get ? !get : !post)
+	req->route = id;
+	if (strcmp(req->method, route_method[id]) != 0)
 	{
 		qs_http_error(req, 405, "method not allowed");
 		return false;
 	}
-	req->route = id;
+	return true;
+}
+
+/*
+ * With queen_streams.auth = jwt: no or a bad bearer token is 401 with a
+ * challenge, too low a level 403. Runs with no transaction open and never
+ * raises (qs_jwt_verify reports, it does not throw).
+ */
+static bool
+authenticate(QsReq *req)
+{
+	const char *h;
+	const char *err;
+	QsToken		tok;
+
+	req->sub = NULL;
+	if (qs_auth_mode != QS_AUTH_JWT || route_access[req->route] == QS_ACCESS_NONE)
+		return true;
+	h = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (h == NULL || pg_strncasecmp(h, "Bearer ", 7) != 0)
+	{
+		req->www_authenticate = "Bearer realm=\"queen\"";
+		qs_http_error(req, 401, "a bearer token is required");
+		return false;
+	}
+	for (h += 7; *h == ' '; h++)
+		;
+	err = qs_jwt_verify(h, strlen(h), &tok);
+	if (err != NULL)
+	{
+		req->www_authenticate = "Bearer realm=\"queen\", error=\"invalid_token\"";
+		qs_http_error(req, 401, err);
+		return false;
+	}
+	if (!qs_access_allows(tok.level, route_access[req->route]))
+	{
+		qs_http_error(req, 403, "the token's role does not grant this route");
+		return false;
+	}
+	req->sub = tok.sub;
 	return true;
 }
 
@@ -292,7 +374,7 @@ qs_http_route(QsReq *req)
 		qs_http_error(req, 431, "request headers too large");
 		return;
 	}
-	if (!match_route(req))
+	if (!match_route(req) || !authenticate(req))
 		return;
 	cl = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl != NULL && strtoll(cl, NULL, 10) > (long long) qs_http_max_body_bytes)

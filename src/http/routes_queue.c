@@ -26,7 +26,7 @@ dlist_head	qs_parked = DLIST_STATIC_INIT(qs_parked);
 static uint16 watch_count[QS_WAKE_SLOTS];
 
 static QsPlan push_plan = {
-	"SELECT queen.push($1, $2)", 2, {JSONBOID, UUIDOID}
+	"SELECT queen.push($1, $2, $3)", 3, {JSONBOID, UUIDOID, TEXTOID}
 };
 
 static QsPlan pop_plan = {
@@ -88,12 +88,18 @@ static void
 push_run(QsReq *req)
 {
 	QsBody	   *b = body_of(req);
-	Datum		args[2];
+	Datum		args[3];
+	char		nulls[3] = "  n";
 
 	args[0] = JsonbPGetDatum(b->request);
 	args[1] = qs_uuid_datum(&req->tenant);
+	if (req->sub)
+	{
+		args[2] = CStringGetTextDatum(req->sub);
+		nulls[2] = ' ';
+	}
 	qs_spi_connect();
-	b->response = qs_http_call(&push_plan, args, NULL, req->ctx);
+	b->response = qs_http_call(&push_plan, args, nulls, req->ctx);
 	qs_spi_finish();
 	respond_jsonb(req, 201, b->response);
 }

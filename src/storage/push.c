@@ -211,6 +211,7 @@ qs_push(PG_FUNCTION_ARGS)
 	QsPushItem *items;
 	int			n;
 	int			ng;
+	char	   *psub = NULL;
 	QsJson		j;
 
 	if (PG_ARGISNULL(0))
@@ -219,6 +220,9 @@ qs_push(PG_FUNCTION_ARGS)
 				 errmsg("items array is required")));
 	req = PG_GETARG_JSONB_P(0);
 	qs_tenant_arg(fcinfo, 1, &tenant);
+	/* the pusher's identity comes from the caller (the token), never the body */
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	arr = qs_json_array(qs_json_object_arg(req, "push request"), "items", "push request");
 	if (arr == NULL)
 		ereport(ERROR,
@@ -267,6 +271,11 @@ qs_push(PG_FUNCTION_ARGS)
 			it->payload = qs_json_text(&pv, &it->payload_len);
 		else
 			it->payload = "";
+		if (psub)
+		{
+			it->psub = psub;
+			it->psub_len = strlen(psub);
+		}
 	}
 
 	qsj_init(&j);

@@ -123,8 +123,8 @@ SELECT is((SELECT array_to_string(proargnames, ',') FROM pg_proc
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
             WHERE oid = 'queen.log_push_one_v1(text,text,int,bytea,bigint,bytea,uuid,int,uuid)'::regprocedure),
           3, 'log_push_one_v1: pid, window and tenant are optional');
-SELECT has_function('queen', 'push', ARRAY['jsonb', 'uuid']);
-SELECT function_returns('queen', 'push', ARRAY['jsonb', 'uuid'], 'jsonb');
+SELECT has_function('queen', 'push', ARRAY['jsonb', 'uuid', 'text']);
+SELECT function_returns('queen', 'push', ARRAY['jsonb', 'uuid', 'text'], 'jsonb');
 SELECT has_function('queen', 'pop',
                     ARRAY['text', 'text', 'text', 'integer', 'integer', 'boolean', 'uuid', 'text', 'text', 'integer']);
 SELECT function_returns('queen', 'pop',
@@ -143,13 +143,13 @@ SELECT function_returns('queen', 'renew_lease', ARRAY['text', 'integer', 'uuid']
 SELECT has_function('queen', 'retention_sweep', ARRAY[]::text[]);
 SELECT function_returns('queen', 'retention_sweep', ARRAY[]::text[], 'jsonb');
 SELECT function_lang_is('queen', f, args, 'c', 'queen.' || f || ' is written in C')
-  FROM (VALUES ('push', ARRAY['jsonb', 'uuid']), ('ack', ARRAY['jsonb', 'uuid']),
+  FROM (VALUES ('push', ARRAY['jsonb', 'uuid', 'text']), ('ack', ARRAY['jsonb', 'uuid']),
                ('renew_lease', ARRAY['text', 'integer', 'uuid']), ('retention_sweep', ARRAY[]::text[]),
                ('log_push_one_v1', ARRAY['text', 'text', 'integer', 'bytea', 'bigint', 'bytea', 'uuid', 'integer', 'uuid']),
                ('pop', ARRAY['text', 'text', 'text', 'integer', 'integer', 'boolean', 'uuid', 'text', 'text', 'integer'])
        ) AS f(f, args);
 SELECT volatility_is('queen', f, args, 'volatile', 'queen.' || f || ' is volatile')
-  FROM (VALUES ('push', ARRAY['jsonb', 'uuid']), ('ack', ARRAY['jsonb', 'uuid']),
+  FROM (VALUES ('push', ARRAY['jsonb', 'uuid', 'text']), ('ack', ARRAY['jsonb', 'uuid']),
                ('pop', ARRAY['text', 'text', 'text', 'integer', 'integer', 'boolean', 'uuid', 'text', 'text', 'integer'])
        ) AS f(f, args);
 

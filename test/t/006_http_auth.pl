@@ -1,0 +1,182 @@
+# Access levels over HTTP (queen_streams.auth = jwt): bearer tokens (HS256 and
+# RS256), 401 with a challenge, 403 below a route's level, the token's sub as
+# producerSub, the admin routes, and settings reloaded on SIGHUP.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::Bin;
+use QsHttp;
+use Digest::SHA qw(hmac_sha256);
+use JSON::PP;
+use MIME::Base64 qw(encode_base64);
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $json = JSON::PP->new->canonical;
+my $dir = PostgreSQL::Test::Utils::tempdir();
+
+# An RSA key pair for RS256.
+system("openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out $dir/priv.pem 2>/dev/null") == 0
+  or die "openssl genpkey failed";
+system("openssl pkey -in $dir/priv.pem -pubout -out $dir/pub.pem") == 0 or die "openssl pkey failed";
+
+sub b64url { my $s = encode_base64(shift, ''); $s =~ tr{+/}{-_}; $s =~ s/=+$//; return $s; }
+
+sub hs256
+{
+	my ($claims, $secret, $header) = @_;
+	my $input = b64url($json->encode($header // { alg => 'HS256', typ => 'JWT' })) . '.'
+	  . b64url($json->encode($claims));
+	return "$input." . b64url(hmac_sha256($input, $secret // 'tap-secret'));
+}
+
+sub rs256
+{
+	my ($claims) = @_;
+	my $input = b64url($json->encode({ alg => 'RS256', typ => 'JWT' })) . '.' . b64url($json->encode($claims));
+	open(my $fh, '>', "$dir/input") or die;
+	print $fh $input;
+	close $fh;
+	my $sig = `openssl dgst -sha256 -sign $dir/priv.pem -binary $dir/input`;
+	return "$input." . b64url($sig);
+}
+
+my $later = time + 3600;
+my %tok = map { $_ => hs256({ sub => "svc-$_", role => $_, exp => $later }) }
+  qw(read-only read-write admin write-only);
+
+my $node = qs_node('auth', "queen_streams.auth = jwt\n"
+	. "queen_streams.jwt_secret = 'tap-secret'\n"
+	. "queen_streams.jwt_public_key_file = '$dir/pub.pem'\n");
+
+sub call
+{
+	my ($method, $path, $body, $token) = @_;
+	return http_json($node, $method, $path, $body,
+		defined $token ? { authorization => "Bearer $token" } : {});
+}
+
+# ---- no token, bad tokens: 401 with a challenge; /health needs none
+my ($st, $doc, $hdr) = call('GET', '/health');
+is($st, 200, '/health needs no token');
+($st, $doc, $hdr) = call('POST', '/api/v1/push', { items => [] });
+is($st, 401, 'no token: 401');
+like($hdr->{'www-authenticate'}, qr/^Bearer realm="queen"/, 'with a Bearer challenge');
+is($doc->{error}, 'a bearer token is required', 'error says why');
+($st, $doc, $hdr) = http_json($node, 'POST', '/api/v1/push', { items => [] },
+	{ authorization => "Basic dXNlcjpwYXNz" });
+is($st, 401, 'a Basic credential is not a bearer token');
+
+my $pub = do { local $/; open(my $f, '<', "$dir/pub.pem") or die; <$f> };
+my @bad = (
+	[ 'expired', hs256({ role => 'admin', exp => time - 300 }), 'token expired' ],
+	[ 'not yet valid', hs256({ role => 'admin', nbf => time + 300 }), 'token not yet valid' ],
+	[ 'wrong signature', hs256({ role => 'admin' }, 'other-secret'), 'bad signature' ],
+	[ 'alg none', b64url('{"alg":"none"}') . '.' . b64url('{"role":"admin"}') . '.', 'unsupported token algorithm' ],
+	[ 'garbage', 'not-a-token', 'malformed token' ],
+	[ 'HS256 signed with the RSA public key (algorithm confusion)',
+	  hs256({ role => 'admin' }, $pub), 'bad signature' ],
+);
+for my $b (@bad)
+{
+	($st, $doc, $hdr) = call('GET', '/metrics', undef, $b->[1]);
+	is($st, 401, "$b->[0]: 401");
+	is($doc->{error}, $b->[2], "$b->[0]: error");
+	like($hdr->{'www-authenticate'}, qr/error="invalid_token"/, "$b->[0]: invalid_token challenge");
+}
+
+# ---- each route at each level
+my %need = (
+	'POST /api/v1/push' => 'push',
+	'GET /api/v1/pop/queue/lvl' => 'read-write',
+	'POST /api/v1/ack' => 'read-write',
+	'POST /api/v1/ack/batch' => 'read-write',
+	'POST /api/v1/lease/0190a000-0000-7000-8000-000000000000/extend' => 'read-write',
+	'POST /streams/v1/queries' => 'read-write',
+	'POST /streams/v1/cycle' => 'read-write',
+	'POST /streams/v1/state/get' => 'read-only',
+	'GET /metrics' => 'read-only',
+	'POST /api/v1/configure' => 'admin',
+	'DELETE /api/v1/resources/queues/lvl' => 'admin',
+);
+my %rank = ('read-only' => 1, 'read-write' => 2, admin => 3);
+for my $route (sort keys %need)
+{
+	my ($method, $path) = split / /, $route;
+	for my $role (qw(read-only read-write admin write-only))
+	{
+		my $allowed = $need{$route} eq 'push'
+		  ? $role ne 'read-only'
+		  : ($role ne 'write-only' && $rank{$role} >= $rank{ $need{$route} });
+		my $body = $method eq 'POST' ? {} : undef;
+		($st) = call($method, $path, $body, $tok{$role});
+		if ($allowed)
+		{
+			ok($st != 401 && $st != 403, "$role may use $route (got $st)");
+		}
+		else
+		{
+			is($st, 403, "$role may not use $route");
+		}
+	}
+}
+($st, $doc) = call('POST', '/api/v1/push', { items => [] }, hs256({ sub => 'x' }));
+is($st, 403, 'a valid token without a role grants nothing');
+($st, $doc) = call('POST', '/api/v1/push', { items => [] }, hs256({ sub => 'x', role => 'root' }));
+is($st, 403, 'an unknown role grants nothing');
+
+# ---- the token's sub is the frame's producer sub, shown as producerSub
+($st, $doc) = call('POST', '/api/v1/push',
+	{ items => [ { queue => 'subq', payload => { n => 1 }, producerSub => 'forged' } ] }, $tok{'write-only'});
+is($st, 201, 'write-only token pushes');
+($st, $doc) = call('GET', '/api/v1/pop/queue/subq?autoAck=true', undef, $tok{'read-write'});
+is($st, 200, 'read-write token pops');
+is($doc->{messages}[0]{producerSub}, 'svc-write-only', 'producerSub is the pusher\'s token sub, not the body');
+is($node->safe_psql('postgres',
+	"SELECT f.flags & 2, f.producer_sub FROM queen.log_segments s"
+	. " JOIN queen.log_partitions p ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id,"
+	. " queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f WHERE q.name = 'subq'"),
+	'2|svc-write-only', 'stored in the frame with the PRODUCER_SUB flag');
+
+# ---- RS256 and the admin routes
+my $rs_admin = rs256({ sub => 'rsa-admin', role => 'admin', exp => $later });
+($st, $doc) = call('POST', '/api/v1/configure',
+	{ queue => 'cfgq', options => { leaseTime => 45, retryLimit => 7 } }, $rs_admin);
+is($st, 200, 'RS256 admin token configures a queue');
+is($doc->{options}{leaseTime}, 45, 'configure answers the options');
+is($node->safe_psql('postgres', "SELECT lease_time || '/' || retry_limit FROM queen.queues WHERE name = 'cfgq'"),
+	'45/7', 'stored');
+($st, $doc) = call('POST', '/api/v1/configure', { queue => 'cfgq', options => { leaseTme => 1 } }, $rs_admin);
+is($st, 400, 'unknown option: 400');
+like($doc->{error}, qr/unknown queue option "leaseTme"/, 'names the option');
+($st, $doc) = call('DELETE', '/api/v1/resources/queues/cfgq', undef, $rs_admin);
+is($st, 200, 'admin deletes a queue');
+ok($doc->{deleted}, 'deleted');
+($st, $doc) = call('DELETE', '/api/v1/resources/queues/cfgq', undef, $rs_admin);
+is($st, 404, 'deleting it again: 404');
+($st) = call('GET', '/api/v1/resources/queues/cfgq', undef, $rs_admin);
+is($st, 405, 'GET on the delete route: 405');
+($st, $doc) = call('GET', '/metrics', undef, rs256({ role => 'admin', exp => time - 300 }));
+is($st, 401, 'expired RS256 token: 401');
+
+# ---- SIGHUP: a new secret takes effect, old tokens stop working
+$node->append_conf('postgresql.conf', "queen_streams.jwt_secret = 'rotated'\n");
+$node->reload;
+my $new = hs256({ role => 'read-only', exp => $later }, 'rotated');
+my $deadline = time + 10;
+do { ($st) = call('GET', '/metrics', undef, $new); select(undef, undef, undef, 0.1) }
+  while ($st != 200 && time < $deadline);
+is($st, 200, 'after SIGHUP the rotated secret verifies');
+($st) = call('GET', '/metrics', undef, $tok{'read-only'});
+is($st, 401, 'and the old one no longer does');
+
+$node->append_conf('postgresql.conf', "queen_streams.auth = off\n");
+$node->reload;
+$deadline = time + 10;
+do { ($st) = call('GET', '/metrics'); select(undef, undef, undef, 0.1) }
+  while ($st != 200 && time < $deadline);
+is($st, 200, 'auth = off after SIGHUP: no token needed');
+
+$node->stop;
+done_testing();
