@@ -72,6 +72,12 @@ static QsPlan below_txns_plan = {
 	3, {UUIDOID, INT8OID, INT8OID}
 };
 
+static QsPlan span_segments_plan = {
+	"SELECT base_offset, end_offset, blob FROM queen.log_segments"
+	" WHERE partition_id = $1 AND end_offset >= $2 AND base_offset <= $3",
+	3, {UUIDOID, INT8OID, INT8OID}
+};
+
 static QsPlan move_plan = {
 	"UPDATE queen.log_consumers"
 	"   SET committed = $3, total_consumed = total_consumed + $4,"
@@ -169,6 +175,47 @@ match_hashes(AckItem **items, int n, int64 lo, int64 hi, int64 *found)
 			for (int i = 0; i < n; i++)
 				if ((found[i] == -1 || off < found[i]) &&
 					memcmp(items[i]->hash, h + k * QS_HASH_LEN, QS_HASH_LEN) == 0)
+					found[i] = off;
+		}
+	}
+}
+
+/*
+ * Lowest offset in [lo, hi] whose frame carries each item's transaction id.
+ * For a leased span below txns_start: its hash rows are gone (a group that
+ * met the partition after the purge), but its segments are still there.
+ */
+static void
+match_frames(AckItem **items, int n, const pg_uuid_t *pid, int64 lo, int64 hi, int64 *found)
+{
+	Datum		args[3];
+	SPITupleTable *tt;
+	uint64		nrows;
+	int		   *lens = palloc(sizeof(int) * n);
+
+	for (int i = 0; i < n; i++)
+		lens[i] = strlen(items[i]->txn);
+	args[0] = qs_uuid_datum(pid);
+	args[1] = Int64GetDatum(lo);
+	args[2] = Int64GetDatum(hi);
+	qs_exec(&span_segments_plan, args, NULL, 0);
+	tt = SPI_tuptable;
+	nrows = SPI_processed;
+	for (uint64 r = 0; r < nrows; r++)
+	{
+		bool		isnull;
+		int64		base = DatumGetInt64(SPI_getbinval(tt->vals[r], tt->tupdesc, 1, &isnull));
+		int64		end = DatumGetInt64(SPI_getbinval(tt->vals[r], tt->tupdesc, 2, &isnull));
+		bytea	   *blob = DatumGetByteaPP(SPI_getbinval(tt->vals[r], tt->tupdesc, 3, &isnull));
+		QsFrame    *frames = qs_segment_decode(blob, end - base + 1, pid, base);
+
+		for (int64 off = Max(lo, base); off <= Min(hi, end); off++)
+		{
+			const QsFrame *f = &frames[off - base];
+
+			for (int i = 0; i < n; i++)
+				if ((found[i] == -1 || off < found[i]) && lens[i] == f->txn_len &&
+					memcmp(items[i]->txn, f->txn, f->txn_len) == 0)
 					found[i] = off;
 		}
 	}
@@ -298,7 +345,10 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 
 	for (int i = 0; i < n; i++)
 		found[i] = -1;
-	lo = Max(committed + 1, txns_start);
+	lo = committed + 1;
+	if (have_batch && batch_end >= lo && lo < txns_start)
+		match_frames(items, n, &items[0]->pid, lo, Min(batch_end, txns_start - 1), found);
+	lo = Max(lo, txns_start);
 	if (have_batch && batch_end >= lo)
 	{
 		args[1] = Int64GetDatum(lo);

@@ -210,4 +210,33 @@ SELECT p.txns_start,
           FROM queen.log_txns t WHERE t.partition_id = p.id) AS hash_rows
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'hq';
 
+-- A group that meets the partition after its hashes were purged still
+-- acks what it is given: below txns_start the ack reads the frames.
+CREATE TEMP TABLE late AS SELECT queen.pop('hq', consumer_group => 'g3', batch => 3) AS r;
+SELECT pg_temp.txns(r) FROM late;
+SELECT a->>'transactionId' AS txn, a->>'success' AS success, a->>'error' AS error,
+       a->>'leaseReleased' AS released
+  FROM late, jsonb_array_elements(queen.ack(jsonb_build_object('consumerGroup', 'g3',
+         'acknowledgments', jsonb_build_array(
+           jsonb_build_object('transactionId', 'm0', 'partitionId', r->>'partitionId', 'leaseId', r->>'leaseId'),
+           jsonb_build_object('transactionId', 'nope', 'partitionId', r->>'partitionId', 'leaseId', r->>'leaseId'))))) a;
+SELECT a->>'transactionId' AS txn, a->>'success' AS success, a->>'error' AS error,
+       a->>'leaseReleased' AS released
+  FROM late, jsonb_array_elements(queen.ack(jsonb_build_object('transactionId', 'm1', 'status', 'failed',
+         'consumerGroup', 'g3', 'partitionId', r->>'partitionId', 'leaseId', r->>'leaseId'))) a;
+SELECT c.committed, c.batch_end, c.batch_retry_count
+  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'hq' AND c.consumer_group = 'g3';
+DELETE FROM late;
+INSERT INTO late SELECT queen.pop('hq', consumer_group => 'g3', batch => 4);
+SELECT pg_temp.txns(r) FROM late;
+SELECT a->>'transactionId' AS txn, a->>'success' AS success, a->>'leaseReleased' AS released
+  FROM late, jsonb_array_elements(queen.ack(jsonb_build_object('consumerGroup', 'g3',
+         'acknowledgments', jsonb_build_array(
+           jsonb_build_object('transactionId', 'm3', 'partitionId', r->>'partitionId', 'leaseId', r->>'leaseId'),
+           jsonb_build_object('transactionId', 'm4', 'partitionId', r->>'partitionId', 'leaseId', r->>'leaseId'))))) a;
+SELECT c.committed, c.batch_end
+  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'hq' AND c.consumer_group = 'g3';
+
 DROP EXTENSION queen_streams CASCADE;
