@@ -67,7 +67,8 @@ CREATE TABLE queen.log_segments (
 	blob bytea NOT NULL,
 	PRIMARY KEY (partition_id, base_offset),
 	CHECK (end_offset >= base_offset)
-) WITH (autovacuum_vacuum_scale_factor = 0.1, autovacuum_vacuum_insert_scale_factor = 0.3,
+) WITH (toast_tuple_target = 8160,	-- segments up to a page stay inline
+		autovacuum_vacuum_scale_factor = 0.1, autovacuum_vacuum_insert_scale_factor = 0.3,
 		autovacuum_vacuum_cost_limit = 4000, autovacuum_vacuum_cost_delay = 0,
 		toast.autovacuum_vacuum_scale_factor = 0.1, toast.autovacuum_vacuum_cost_delay = 0);
 -- Already zstd: keep TOAST from trying pglz on it.

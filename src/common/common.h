@@ -21,6 +21,7 @@
 /* guc.c: every setting lives there */
 extern int	qs_zstd_level;
 extern int	qs_max_segment_kb;
+extern int	qs_dedup_cache_entries;
 extern char *qs_encryption_key;
 extern void qs_guc_init(void);
 

@@ -9,6 +9,7 @@
 
 int			qs_zstd_level = 3;
 int			qs_max_segment_kb = 262144;
+int			qs_dedup_cache_entries = 262144;
 char	   *qs_encryption_key = NULL;
 int			qs_auth_mode = QS_AUTH_OFF;
 char	   *qs_jwt_secret = NULL;
@@ -178,6 +179,15 @@ qs_guc_init(void)
 							&qs_max_segment_kb,
 							262144, 64, 1048575,
 							PGC_SUSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.dedup_cache_entries",
+							gettext_noop("Transaction-id hashes each backend keeps to answer push dedup probes."),
+							gettext_noop("About 64 bytes each; a queue whose dedup window holds more "
+										 "falls back to reading the window."),
+							&qs_dedup_cache_entries,
+							262144, 1024, INT_MAX / 2,
+							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("queen_streams.encryption_key",

@@ -58,9 +58,16 @@ static QsPlan lock_consumer_plan = {
 	2, {UUIDOID, TEXTOID}
 };
 
+/*
+ * The hash rows of the leased span. The lower bound on base_offset (the row
+ * covering the span's start) keeps it an index range instead of a read of
+ * the partition's whole history.
+ */
 static QsPlan span_txns_plan = {
 	"SELECT base_offset, hashes FROM queen.log_txns"
-	" WHERE partition_id = $1 AND end_offset >= $2 AND base_offset <= $3",
+	" WHERE partition_id = $1 AND end_offset >= $2 AND base_offset <= $3"
+	"   AND base_offset >= COALESCE((SELECT max(c.base_offset) FROM queen.log_txns c"
+	"                                 WHERE c.partition_id = $1 AND c.base_offset <= $2), $2)",
 	3, {UUIDOID, INT8OID, INT8OID}
 };
 

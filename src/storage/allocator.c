@@ -92,12 +92,6 @@ static QsPlan lock_plan = {
 	1, {UUIDOID}
 };
 
-static QsPlan probe_plan = {
-	"SELECT base_offset, hashes FROM queen.log_txns"
-	" WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3",
-	3, {UUIDOID, INT8OID, TIMESTAMPTZOID}
-};
-
 /* Keeps the allocator UPDATE HOT: last_write_at moves only when >1 s stale. */
 static QsPlan bump_plan = {
 	"UPDATE queen.log_partitions"
@@ -123,101 +117,6 @@ static QsPlan txns_plan = {
 	5, {UUIDOID, INT8OID, INT8OID, TIMESTAMPTZOID, BYTEAOID}
 };
 
-/* Open-addressing set of the incoming hashes that may repeat. */
-typedef struct ProbeSet
-{
-	int			size;			/* power of two */
-	int		   *slot;			/* frame index + 1, 0 = empty */
-	const uint8 *hashes;
-} ProbeSet;
-
-static uint32
-hash_slot(const uint8 *h)
-{
-	uint32		v;
-
-	memcpy(&v, h + 8, sizeof(v));	/* xxh3 bits are uniform */
-	return v;
-}
-
-static void
-probe_duplicates(const pg_uuid_t *pid, int count, const uint8 *hashes,
-				 int64 from, TimestampTz since, const bool *probe, QsAppendResult *res)
-{
-	ProbeSet	set;
-	int64	   *first;			/* per incoming frame: original offset, or -1 */
-	Datum		args[3];
-	int			nprobe = 0;
-
-	set.size = 16;
-	while (set.size < count * 2)
-		set.size <<= 1;
-	set.slot = palloc0(sizeof(int) * set.size);
-	set.hashes = hashes;
-	for (int i = 0; i < count; i++)
-	{
-		uint32		s;
-
-		if (probe && !probe[i])
-			continue;
-		nprobe++;
-		s = hash_slot(hashes + i * QS_HASH_LEN) & (set.size - 1);
-		while (set.slot[s] != 0)
-			s = (s + 1) & (set.size - 1);
-		set.slot[s] = i + 1;
-	}
-	if (nprobe == 0)
-		return;
-
-	first = palloc(sizeof(int64) * count);
-	for (int i = 0; i < count; i++)
-		first[i] = -1;
-
-	args[0] = qs_uuid_datum(pid);
-	args[1] = Int64GetDatum(from);
-	args[2] = TimestampTzGetDatum(since);
-	qs_exec(&probe_plan, args, NULL, 0);
-
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		int64		base = qs_col_int64(r, 1, 0);
-		bool		isnull;
-		bytea	   *stored = DatumGetByteaPP(qs_col(r, 2, &isnull));
-		const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
-		int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
-
-		for (int k = 0; k < n; k++)
-		{
-			const uint8 *h = sh + k * QS_HASH_LEN;
-			uint32		s = hash_slot(h) & (set.size - 1);
-
-			for (; set.slot[s] != 0; s = (s + 1) & (set.size - 1))
-			{
-				int			i = set.slot[s] - 1;
-
-				if (memcmp(hashes + i * QS_HASH_LEN, h, QS_HASH_LEN) == 0 &&
-					(first[i] < 0 || base + k < first[i]))
-					first[i] = base + k;
-			}
-		}
-	}
-
-	for (int i = 0; i < count; i++)
-	{
-		if (first[i] < 0)
-			continue;
-		if (res->ndups == 0)
-		{
-			res->dup_idx = palloc(sizeof(int) * count);
-			res->dup_off = palloc(sizeof(int64) * count);
-		}
-		res->dup_idx[res->ndups] = i;
-		res->dup_off[res->ndups] = first[i];
-		res->ndups++;
-	}
-	res->duplicate = res->ndups > 0;
-}
-
 /*
  * Append one segment of `count` frames. With a dedup window, the partition
  * row is locked first and the window probed; any hit writes nothing.
@@ -232,6 +131,7 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count,
 	Datum		pidd = qs_uuid_datum(pid);
 	bytea	   *hb;
 	int64		last;
+	int64		prev_last = -2;	/* the allocator before this append, if locked */
 
 	memset(res, 0, sizeof(*res));
 
@@ -246,10 +146,11 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count,
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("QPUSH partition vanished mid-push")));
+		prev_last = qs_col_int64(0, 1, -1);
 		txns_start = qs_col_int64(0, 2, 0);
 		now = GetCurrentTimestamp();
-		probe_duplicates(pid, count, hashes, Max(verified, txns_start - 1),
-						 now - (TimestampTz) window * USECS_PER_SEC, probe, res);
+		qs_dedup_probe(pid, window, prev_last, txns_start, verified, count, hashes,
+					   probe, now, res);
 		if (res->duplicate)
 			return;
 	}
@@ -276,6 +177,8 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count,
 	qs_exec(&segment_plan, args, NULL, 0);
 	args[4] = PointerGetDatum(hb);
 	qs_exec(&txns_plan, args, NULL, 0);
+	if (window > 0 && prev_last == res->base_offset - 1)
+		qs_dedup_record(pid, res->base_offset, count, hashes, res->created_at);
 }
 
 static QsPlan covering_plan = {

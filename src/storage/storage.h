@@ -69,6 +69,14 @@ extern void qs_append_segment(const pg_uuid_t *pid, int window, int count,
 							  const bool *probe, QsAppendResult *res);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
 
+/* dedup.c: the dedup probe over a per-backend cache of stored hashes */
+extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,
+						   int64 txns_start, int64 verified, int count,
+						   const uint8 *hashes, const bool *probe, TimestampTz now,
+						   QsAppendResult *res);
+extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
+							const uint8 *hashes, TimestampTz created_at);
+
 /* push.c: pack items into one segment per (queue, partition) and append */
 typedef enum QsPushStatus
 {

@@ -114,8 +114,10 @@ SELECT pg_temp.verdict(pg_temp.push('orders.create', '{b}'));
 UPDATE queen.queues SET dedup_window_seconds = 60;
 SELECT pg_temp.push('orders.create', '{b}');
 -- The window is time-bounded: rows older than it are not probed.
-UPDATE queen.log_txns SET created_at = created_at - interval '61 seconds';
+UPDATE queen.queues SET dedup_window_seconds = 1;
+SELECT pg_sleep(1.1);
 SELECT pg_temp.verdict(pg_temp.push('orders.create', '{b}'));
+UPDATE queen.queues SET dedup_window_seconds = 60;
 
 -- An explicit partition id and window skip the name lookup.
 SELECT pg_temp.verdict(queen.log_push_one_v1('ignored', 'ignored', 1, pg_temp.hashes('{z}'), -1,

@@ -126,11 +126,11 @@ SELECT q.name AS queue, p.name AS part, p.last_offset,
  WHERE q.name = 'billing.invoices.eu' ORDER BY 2;
 
 -- The window is time-bounded: an original older than the window no longer counts.
-UPDATE queen.log_txns t SET created_at = t.created_at - interval '2 hours'
-  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE t.partition_id = p.id AND q.name = 'billing.invoices.eu' AND p.name = 'p1';
+UPDATE queen.queues SET dedup_window_seconds = 1 WHERE name = 'billing.invoices.eu';
+SELECT pg_sleep(1.1);
 SELECT * FROM pg_temp.results(queen.push('{"items":[
   {"queue":"billing.invoices.eu","partition":"p1","payload":"late","transactionId":"b"}]}'));
+UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'billing.invoices.eu';
 
 -- dedup_window_seconds = 0 disables the probe; intra-request collapse remains.
 UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = 'plain';
