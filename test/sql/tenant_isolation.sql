@@ -103,6 +103,8 @@ CREATE FUNCTION pg_temp.world() RETURNS text LANGUAGE sql AS $$
 	  (SELECT string_agg(concat_ws(',', query_id, partition_id, key, value, updated_at), ';' ORDER BY query_id, partition_id, key) FROM queen_streams.state)))
 $$;
 CREATE TEMP TABLE snap (at text PRIMARY KEY, world text);
+-- The per-queue counters live as long as the server: keep where they start.
+CREATE TEMP TABLE metrics_before AS SELECT tenant_id, queue, pushed FROM queen_streams.metrics;
 
 -- A cycle's verdict (generated ids left out).
 CREATE FUNCTION pg_temp.cyc(l text, req jsonb,
@@ -416,7 +418,8 @@ RESET queen_streams.encryption_key;
 -- Per-tenant counters: each tenant's iso_src pushes are counted under that
 -- tenant only.
 -------------------------------------------------------------------------
-SELECT pg_temp.tl(tenant_id) AS tenant, pushed FROM queen_streams.metrics WHERE queue = 'iso_src'
- ORDER BY pg_temp.ord(pg_temp.tl(tenant_id));
+SELECT pg_temp.tl(m.tenant_id) AS tenant, m.pushed - coalesce(b.pushed, 0) AS pushed
+  FROM queen_streams.metrics m LEFT JOIN metrics_before b USING (tenant_id, queue)
+ WHERE m.queue = 'iso_src' ORDER BY pg_temp.ord(pg_temp.tl(m.tenant_id));
 
 DROP EXTENSION queen_streams CASCADE;
