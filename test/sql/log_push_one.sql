@@ -104,7 +104,7 @@ SELECT pg_temp.push('orders.create', '{f}');
 
 -- p_verified: the caller vouches for everything up to that offset, so only
 -- later segments are probed.
-SELECT pg_temp.push('orders.create', '{a}', verified => 1);
+SELECT pg_temp.verdict(pg_temp.push('orders.create', '{a}', verified => 1));
 SELECT pg_temp.verdict(pg_temp.push('orders.create', '{a}', verified => 2));
 
 -- p_window = 0 (or a queue with dedup_window_seconds = 0) skips the probe.
