@@ -44,7 +44,8 @@ typedef struct AckItem
 } AckItem;
 
 static QsPlan owner_plan = {
-	"SELECT q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries, p.txns_start"
+	"SELECT q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries, p.txns_start,"
+	"       q.retry_delay"
 	"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
 	" WHERE p.id = $1 AND q.tenant_id = $2",
 	2, {UUIDOID, UUIDOID}
@@ -89,13 +90,15 @@ static QsPlan move_plan = {
 	"UPDATE queen.log_consumers"
 	"   SET committed = $3, total_consumed = total_consumed + $4,"
 	"       worker_id = CASE WHEN $5 THEN NULL ELSE worker_id END,"
-	"       lease_expires_at = CASE WHEN $5 THEN NULL ELSE lease_expires_at END,"
+	"       lease_expires_at = CASE WHEN NOT $5 THEN lease_expires_at"
+	"                               WHEN $8 > 0 THEN clock_timestamp() + make_interval(secs => $8 / 1000.0)"
+	"                               END,"
 	"       batch_end = CASE WHEN $5 THEN NULL ELSE batch_end END,"
 	"       batch_retry_count = $6,"
 	"       attempt_offset = CASE WHEN $7 THEN NULL ELSE attempt_offset END,"
 	"       attempt_count = CASE WHEN $7 THEN 0 ELSE attempt_count END"
 	" WHERE partition_id = $1 AND consumer_group = $2",
-	7, {UUIDOID, TEXTOID, INT8OID, INT8OID, BOOLOID, INT4OID, BOOLOID}
+	8, {UUIDOID, TEXTOID, INT8OID, INT8OID, BOOLOID, INT4OID, BOOLOID, INT4OID}
 };
 
 static QsPlan dlq_plan = {
@@ -296,7 +299,7 @@ fail_all(AckItem **items, int n, const char *error)
 static void
 ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 {
-	Datum		args[7];
+	Datum		args[8];
 	int			retry_limit;
 	bool		dlq_enabled;
 	int64		txns_start,
@@ -315,6 +318,8 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 	int64		consumed = -1;
 	bool		release = false;
 	bool		reset_attempt = false;
+	int			retry_delay;
+	int			hold_ms = 0;	/* a released batch stays unclaimable this long */
 	const char *worker = items[0]->worker;
 
 	args[0] = qs_uuid_datum(&items[0]->pid);
@@ -328,6 +333,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 	retry_limit = DatumGetInt32(qs_col(0, 1, &isnull));
 	dlq_enabled = qs_col_bool(0, 2, true);
 	txns_start = qs_col_int64(0, 3, 0);
+	retry_delay = DatumGetInt32(qs_col(0, 4, &isnull));
 
 	args[1] = CStringGetTextDatum(items[0]->group);
 	qs_exec(&lock_consumer_plan, args, NULL, 1);
@@ -432,10 +438,14 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 		}
 	}
 	else if (signal->status == ACK_RETRY)
+	{
 		release = true;
+		hold_ms = retry_delay;	/* the queue's retryDelay before redelivery */
+	}
 	else if (signal->status == ACK_FAILED && retry_count < retry_limit)
 	{
 		release = true;
+		hold_ms = retry_delay;
 		retry_count++;
 	}
 	else
@@ -460,6 +470,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 	args[4] = BoolGetDatum(release);
 	args[5] = Int32GetDatum(retry_count);
 	args[6] = BoolGetDatum(reset_attempt);
+	args[7] = Int32GetDatum(hold_ms);
 	qs_exec(&move_plan, args, NULL, 0);
 
 	for (int i = 0; i < n; i++)

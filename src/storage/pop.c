@@ -58,8 +58,12 @@ static QsPlan one_partition_plan = {
 	2, {UUIDOID, TEXTOID}
 };
 
-/* Partitions with something past this group's cursor and no live lease,
- * least recently served first so one busy partition cannot starve others. */
+/*
+ * Partitions with something past this group's cursor and no live lease,
+ * least recently served first so one busy partition cannot starve others.
+ * lease_expires_at is the only gate: a lease, or the retryDelay hold a nack
+ * leaves on a released batch (worker_id NULL), keeps the cursor unclaimable.
+ */
 static QsPlan candidates_plan = {
 	"SELECT p.id, p.name FROM queen.log_partitions p"
 	"  LEFT JOIN queen.log_consumers c"
@@ -67,8 +71,7 @@ static QsPlan candidates_plan = {
 	" WHERE p.queue_id = $1 AND p.last_offset >= p.log_start"
 	"   AND (c.partition_id IS NULL"
 	"        OR (c.committed < p.last_offset"
-	"            AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL"
-	"                 OR c.lease_expires_at < clock_timestamp())))"
+	"            AND (c.lease_expires_at IS NULL OR c.lease_expires_at < clock_timestamp())))"
 	" ORDER BY c.lease_acquired_at NULLS FIRST, p.id LIMIT $3",
 	3, {UUIDOID, TEXTOID, INT4OID}
 };
@@ -87,8 +90,7 @@ static QsPlan newest_plan = {
 static QsPlan claim_plan = {
 	"SELECT committed FROM queen.log_consumers"
 	" WHERE partition_id = $1 AND consumer_group = $2"
-	"   AND (worker_id IS NULL OR lease_expires_at IS NULL"
-	"        OR lease_expires_at < clock_timestamp())"
+	"   AND (lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())"
 	" FOR UPDATE SKIP LOCKED",
 	2, {UUIDOID, TEXTOID}
 };

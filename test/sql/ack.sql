@@ -71,6 +71,7 @@ $$;
 
 -- The single form and its result.
 SELECT pg_temp.push('a', 0, 9);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'a';  -- nacks redeliver at once here
 SELECT pg_temp.pop('a', 3);
 SELECT array_agg(k ORDER BY k) AS result_keys
   FROM last_pop, jsonb_object_keys(queen.ack(jsonb_build_object('transactionId', 'm0',
@@ -133,6 +134,7 @@ SELECT s.* FROM unnest(ARRAY[NULL, 'completed', 'success', 'acked', 'ok', 'retry
 -- Signals: the lowest failed/dlq/retry position clamps the cursor below it;
 -- completed acks above it do not count.
 SELECT pg_temp.push('sig', 0, 5);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'sig';  -- nacks redeliver at once here
 SELECT pg_temp.pop('sig', 5);
 SELECT x.* FROM last_pop,
      LATERAL pg_temp.results(queen.ack(jsonb_build_object('acknowledgments', jsonb_build_array(
@@ -157,6 +159,7 @@ SELECT * FROM pg_temp.cursor('sig');
 -- redelivers; when it is spent the message goes to the DLQ, decoded, and the
 -- cursor moves past it. retry and lease expiry never charge it.
 SELECT pg_temp.push('budget', 0, 3);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'budget';  -- nacks redeliver at once here
 UPDATE queen.queues SET retry_limit = 2 WHERE name = 'budget';
 SELECT pg_temp.pop('budget', 3);
 SELECT * FROM pg_temp.ack('m1', 'failed');
@@ -188,6 +191,7 @@ SELECT * FROM pg_temp.cursor('budget');
 
 -- The nack's error reason is kept in the DLQ row; an explicit dlq skips the budget.
 SELECT pg_temp.push('reason', 0, 2);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'reason';  -- nacks redeliver at once here
 SELECT pg_temp.pop('reason', 3);
 SELECT * FROM pg_temp.ack('m1', 'dlq', extra => '{"error":"bad payload"}');
 SELECT "offset", transaction_id, payload, error, retry_count FROM queen.log_dlq
@@ -198,6 +202,7 @@ SELECT pg_temp.pop('reason', 3);
 -- Dead letters disabled: a spent budget drops the message (no DLQ row);
 -- an explicit dlq still dead-letters.
 SELECT pg_temp.push('nodlq', 0, 3);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'nodlq';  -- nacks redeliver at once here
 UPDATE queen.queues SET retry_limit = 0, dead_letter_queue = false, dlq_after_max_retries = false
  WHERE name = 'nodlq';
 SELECT pg_temp.pop('nodlq', 2);
@@ -216,6 +221,7 @@ SELECT * FROM pg_temp.cursor('nodlq');
 
 -- Lease errors: another lease id, or the right one after it expired.
 SELECT pg_temp.push('lease', 0, 3);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'lease';  -- nacks redeliver at once here
 SELECT pg_temp.pop('lease', 2);
 SELECT * FROM pg_temp.ack('m0', extra => '{"leaseId":"01890a5d-ac96-774b-bcce-b302099a8057"}');
 SELECT pg_temp.expire();
@@ -265,6 +271,7 @@ SELECT * FROM pg_temp.cursor('lease', grp => 'g1');
 -- The batch form: one result per item in request order, over several
 -- partitions and groups; per-item consumerGroup overrides the batch's.
 SELECT pg_temp.push('multi', 0, 2, 'p1'), pg_temp.push('multi', 0, 2, 'p2');
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'multi';  -- nacks redeliver at once here
 CREATE TEMP TABLE mp AS
 SELECT queen.pop('multi', 'p1', 'grp', 3) AS r1, queen.pop('multi', 'p2', 'grp', 3) AS r2,
        queen.pop('multi', 'p2', NULL, 3) AS r3;
@@ -297,6 +304,7 @@ SELECT pg_temp.try($$SELECT queen.ack('{"acknowledgments":{}}')$$);
 SELECT pg_temp.try($$SELECT queen.ack('{"acknowledgments":["m1"]}')$$);
 SELECT pg_temp.try($$SELECT queen.ack('{"consumerGroup":5,"acknowledgments":[]}')$$);
 SELECT pg_temp.push('atomic', 0, 1);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'atomic';  -- nacks redeliver at once here
 SELECT pg_temp.pop('atomic', 2);
 SELECT pg_temp.try(format($$SELECT queen.ack('{"acknowledgments":[
   {"transactionId":"m1","partitionId":"%s","leaseId":"%s"},

@@ -540,4 +540,52 @@ SELECT pg_temp.segs('cfg_del'), pg_temp.nondefault(pg_temp.stored('cfg_del')) AS
 SELECT pg_temp.try($$SELECT queen.delete_queue(NULL)$$) AS null_queue;
 SELECT pg_temp.try($$SELECT queen.delete_queue('')$$) AS empty_queue;
 
+-------------------------------------------------------------------------
+-- retryDelay: a failed (budget left) or retry ack releases the batch but
+-- keeps it unclaimable that long; 0 redelivers at once. Time is simulated
+-- by moving the hold's deadline, never by sleeping.
+-------------------------------------------------------------------------
+SELECT created, options FROM pg_temp.cfg('{"queue":"cfg_rd","options":{"retryDelay":60000}}');
+SELECT pg_temp.push('cfg_rd', 1, 2);
+CREATE TEMP TABLE rd_pop AS SELECT queen.pop('cfg_rd', batch => 10) AS r;
+SELECT pg_temp.txns(r) AS leased FROM rd_pop;
+SELECT a.x->>'success' AS ok, a.x->>'leaseReleased' AS released
+  FROM rd_pop, LATERAL jsonb_array_elements(queen.ack(jsonb_build_object(
+         'transactionId', 'm1', 'partitionId', rd_pop.r->>'partitionId',
+         'leaseId', rd_pop.r->>'leaseId', 'status', 'failed'))) a(x);
+SELECT pg_temp.txns(queen.pop('cfg_rd', batch => 10)) AS during_the_hold;
+SELECT c.worker_id IS NULL AS no_holder, c.batch_end IS NULL AS no_batch,
+       c.lease_expires_at - clock_timestamp() > interval '50 seconds' AS held_about_a_minute,
+       c.batch_retry_count AS retries
+  FROM queen.log_consumers c WHERE c.partition_id = pg_temp.pid('cfg_rd')::uuid;
+-- the old lease is gone: acking with it again is refused
+SELECT a.x->>'error' AS late_ack
+  FROM rd_pop, LATERAL jsonb_array_elements(queen.ack(jsonb_build_object(
+         'transactionId', 'm2', 'partitionId', rd_pop.r->>'partitionId',
+         'leaseId', rd_pop.r->>'leaseId'))) a(x);
+UPDATE queen.log_consumers SET lease_expires_at = clock_timestamp() - interval '1 millisecond'
+ WHERE partition_id = pg_temp.pid('cfg_rd')::uuid;
+TRUNCATE rd_pop;
+INSERT INTO rd_pop SELECT queen.pop('cfg_rd', batch => 10);
+SELECT pg_temp.txns(r) AS after_the_hold FROM rd_pop;
+-- retry holds too, and does not charge the budget
+SELECT a.x->>'success' AS ok
+  FROM rd_pop, LATERAL jsonb_array_elements(queen.ack(jsonb_build_object(
+         'transactionId', 'm1', 'partitionId', rd_pop.r->>'partitionId',
+         'leaseId', rd_pop.r->>'leaseId', 'status', 'retry'))) a(x);
+SELECT pg_temp.txns(queen.pop('cfg_rd', batch => 10)) AS during_retry_hold,
+       (SELECT batch_retry_count FROM queen.log_consumers
+         WHERE partition_id = pg_temp.pid('cfg_rd')::uuid) AS retries;
+-- retryDelay 0: the next pop gets the batch back at once
+SELECT created, options FROM pg_temp.cfg('{"queue":"cfg_rd","options":{"retryDelay":0}}');
+UPDATE queen.log_consumers SET lease_expires_at = clock_timestamp() - interval '1 millisecond'
+ WHERE partition_id = pg_temp.pid('cfg_rd')::uuid;
+TRUNCATE rd_pop;
+INSERT INTO rd_pop SELECT queen.pop('cfg_rd', batch => 10);
+SELECT a.x->>'success' AS ok
+  FROM rd_pop, LATERAL jsonb_array_elements(queen.ack(jsonb_build_object(
+         'transactionId', 'm1', 'partitionId', rd_pop.r->>'partitionId',
+         'leaseId', rd_pop.r->>'leaseId', 'status', 'failed'))) a(x);
+SELECT pg_temp.txns(queen.pop('cfg_rd', batch => 10)) AS immediately;
+
 DROP EXTENSION queen_streams CASCADE;

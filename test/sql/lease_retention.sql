@@ -48,6 +48,7 @@ CREATE TEMP TABLE pops (name text PRIMARY KEY, r jsonb);
 -- renew_lease
 --------------------------------------------------------------------------
 SELECT pg_temp.push('lq', 0, 3);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'lq';  -- nacks redeliver at once here
 INSERT INTO pops SELECT 'a', queen.pop('lq', batch => 2, lease_seconds => 10);
 SELECT pg_temp.txns(r), pg_temp.left(r->>'leaseId') FROM pops WHERE name = 'a';
 SELECT array_agg(k ORDER BY k) AS result_keys
@@ -71,6 +72,7 @@ SELECT a->0->>'success' AS acked, a->0->>'leaseReleased' AS released
 -- One lease over several partitions (a wildcard pop): every one is renewed,
 -- and expiresAt is the earliest deadline.
 SELECT pg_temp.push('wq', 0, 1, 'x'), pg_temp.push('wq', 0, 1, 'y');
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'wq';  -- nacks redeliver at once here
 INSERT INTO pops SELECT 'w', queen.pop('wq', batch => 10, partitions => 2, lease_seconds => 30);
 SELECT r->'partitionsClaimed' AS claimed, pg_temp.left(r->>'leaseId') FROM pops WHERE name = 'w';
 UPDATE queen.log_consumers SET lease_expires_at = lease_expires_at + interval '1000 seconds'
@@ -86,6 +88,7 @@ SELECT pg_temp.renewed(queen.renew_lease(r->>'leaseId', 60)) FROM pops WHERE nam
 SELECT queen.renew_lease('no-such-lease', 60);
 -- Tenant scoping: only the tenant that owns the partition renews it.
 SELECT pg_temp.push('tq', 0, 1, tenant => '77777777-7777-7777-7777-777777777777');
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'tq';  -- nacks redeliver at once here
 INSERT INTO pops SELECT 't', queen.pop('tq', batch => 1, lease_seconds => 10,
                                        tenant => '77777777-7777-7777-7777-777777777777');
 SELECT pg_temp.txns(r) FROM pops WHERE name = 't';
@@ -108,6 +111,7 @@ SELECT (queen.renew_lease('x', NULL))->'renewed' AS null_seconds_is_default;
 --------------------------------------------------------------------------
 -- Four segments of two messages; a consumer group that read the first one.
 SELECT pg_temp.push('rq', 0, 1), pg_temp.push('rq', 2, 3), pg_temp.push('rq', 4, 5), pg_temp.push('rq', 6, 7);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'rq';  -- nacks redeliver at once here
 SELECT pg_temp.txns(queen.pop('rq', consumer_group => 'slow', batch => 2, auto_ack => true));
 -- Make the first three segments 4, 3 and 2 hours old (oldest first), the last fresh.
 UPDATE queen.log_segments s
@@ -174,6 +178,7 @@ SELECT pg_temp.txns(queen.pop('rq', auto_ack => true)) AS after_refill;
 -- Hash rows of live segments go once older than the dedup window (at least
 -- 15 minutes) and below every consumer's cursor; with no consumer they stay.
 SELECT pg_temp.push('hq', 0, 1), pg_temp.push('hq', 2, 3), pg_temp.push('nq', 0, 1);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'nq';  -- nacks redeliver at once here
 UPDATE queen.log_txns SET created_at = now() - interval '2 hours';
 UPDATE queen.queues SET dedup_window_seconds = 600;
 UPDATE queen.log_partitions SET oldest_txn_at = now() - interval '2 hours';
@@ -189,6 +194,7 @@ SELECT q.name, p.txns_start, p.oldest_txn_at IS NOT NULL AS has_txns,
 -- A younger window keeps them: the horizon is the largest of the dedup
 -- window, the completed retention and 15 minutes.
 SELECT pg_temp.push('hq', 4, 5);
+UPDATE queen.queues SET retry_delay = 0 WHERE name = 'hq';  -- nacks redeliver at once here
 UPDATE queen.queues SET dedup_window_seconds = 0, completed_retention_seconds = 0 WHERE name = 'hq';
 UPDATE queen.log_txns t SET created_at = now() - interval '10 minutes'
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
