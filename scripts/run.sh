@@ -12,8 +12,12 @@ DATA="$ROOT/.run/pgdata"
 LOGFILE="$ROOT/.run/postgresql.log"
 
 scripts/install-deps.sh
+# Installing replaces the server's library: not while a test run uses it.
+exec 9>/tmp/queen_streams.test.lock
+flock 9
 make -s -j"$(nproc)" >/dev/null
 make -s install >/dev/null
+exec 9>&-
 
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
