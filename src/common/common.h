@@ -54,6 +54,7 @@ extern void qs_uuid7(pg_uuid_t *out);
 extern void qs_uuid_format(const pg_uuid_t *u, char *out);	/* out: 37 bytes */
 extern bool qs_uuid_parse(const char *s, int len, pg_uuid_t *out);
 extern void qs_random_bytes(void *buf, int len);
+extern int	qs_hexval(char c);	/* 0-15, or -1 */
 
 /* tenant.c */
 extern const pg_uuid_t qs_default_tenant;

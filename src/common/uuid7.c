@@ -94,8 +94,8 @@ qs_uuid_format(const pg_uuid_t *u, char *out)
 	out[p] = '\0';
 }
 
-static int
-hexval(char c)
+int
+qs_hexval(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -125,8 +125,8 @@ qs_uuid_parse(const char *s, int len, pg_uuid_t *out)
 				return false;
 			p++;
 		}
-		hi = hexval(s[p]);
-		lo = hexval(s[p + 1]);
+		hi = qs_hexval(s[p]);
+		lo = qs_hexval(s[p + 1]);
 		if (hi < 0 || lo < 0)
 			return false;
 		out->data[i] = (uint8) ((hi << 4) | lo);

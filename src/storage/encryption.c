@@ -23,18 +23,6 @@
 #define QS_NONCE_LEN 12
 #define QS_TAG_LEN	16
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The key: the setting, else QUEEN_ENCRYPTION_KEY; exactly 64 hex digits. */
 static bool
 load_key(uint8 *key)
@@ -46,8 +34,8 @@ load_key(uint8 *key)
 		return false;
 	for (int i = 0; i < QS_KEY_LEN; i++)
 	{
-		int			hi = hexval(src[2 * i]),
-					lo = hexval(src[2 * i + 1]);
+		int			hi = qs_hexval(src[2 * i]),
+					lo = qs_hexval(src[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return false;

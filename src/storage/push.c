@@ -200,6 +200,32 @@ check_item_name(const char *what, const char *key, const char *name)
 				 errdetail("Names are at most 255 bytes.")));
 }
 
+/*
+ * An item's transaction id: the client's own when it gave a non-empty one
+ * (only those can repeat, so only those are probed for duplicates), else
+ * its message id's string.
+ */
+void
+qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what)
+{
+	char	   *txn = qs_json_string(o, "transactionId", what, false);
+
+	if (txn != NULL && txn[0] != '\0')
+	{
+		it->txn = txn;
+		it->txn_given = true;
+	}
+	else
+	{
+		char	   *s = palloc(QS_UUID_STRLEN + 1);
+
+		qs_uuid_format(&it->id, s);
+		it->txn = s;
+		it->txn_given = false;
+	}
+	it->txn_len = strlen(it->txn);
+}
+
 /* SQL: queen.push(request jsonb, tenant uuid) */
 PG_FUNCTION_INFO_V1(qs_push);
 Datum
@@ -238,7 +264,6 @@ qs_push(PG_FUNCTION_ARGS)
 		QsPushItem *it = &items[i];
 		JsonbValue	pv;
 		char		what[32];
-		char	   *txn;
 
 		snprintf(what, sizeof(what), "item %d", i);
 		if (o == NULL || !JsonContainerIsObject(o))
@@ -252,20 +277,7 @@ qs_push(PG_FUNCTION_ARGS)
 		check_item_name(what, "queue", it->queue);
 		check_item_name(what, "partition", it->partition);
 		qs_uuid7(&it->id);
-		txn = qs_json_string(o, "transactionId", what, false);
-		if (txn != NULL && txn[0] != '\0')
-		{
-			it->txn = txn;
-			it->txn_given = true;
-		}
-		else
-		{
-			char	   *s = palloc(QS_UUID_STRLEN + 1);
-
-			qs_uuid_format(&it->id, s);
-			it->txn = s;
-		}
-		it->txn_len = strlen(it->txn);
+		qs_push_item_txn(it, o, what);
 		it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);
 		if (qs_json_get(o, "payload", &pv) || qs_json_get(o, "data", &pv))
 			it->payload = qs_json_text(&pv, &it->payload_len);

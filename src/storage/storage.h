@@ -123,6 +123,7 @@ typedef struct QsPushGroup
 	int64	   *dup_off;
 } QsPushGroup;
 
+extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what);
 extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 								  bool repack, int *ngroups);
 

@@ -197,7 +197,6 @@ push_sinks(CycleReq *r, CycleOut *out)
 		JsonbValue	pv;
 		char		what[32];
 		char	   *queue;
-		char	   *txn;
 
 		snprintf(what, sizeof(what), "push_items[%d]", i);
 		if (o == NULL || !JsonContainerIsObject(o))
@@ -211,20 +210,7 @@ push_sinks(CycleReq *r, CycleOut *out)
 			it->partition = "Default";
 		if (!qs_json_uuid(o, "messageId", what, false, &it->id))
 			qs_uuid7(&it->id);
-		txn = qs_json_string(o, "transactionId", what, false);
-		if (txn && txn[0] != '\0')
-		{
-			it->txn = txn;
-			it->txn_given = true;
-		}
-		else
-		{
-			char	   *s = palloc(QS_UUID_STRLEN + 1);
-
-			qs_uuid_format(&it->id, s);
-			it->txn = s;
-		}
-		it->txn_len = strlen(it->txn);
+		qs_push_item_txn(it, o, what);
 		if (qs_json_get(o, "payload", &pv) || qs_json_get(o, "data", &pv))
 			it->payload = qs_json_text(&pv, &it->payload_len);
 		else
