@@ -98,6 +98,8 @@ typedef struct QsWorkerSlot
 	Latch	   *latch;
 	TimestampTz started_at;
 	pg_atomic_uint32 connections;
+	pg_atomic_uint32 incoming;	/* handed over by other workers, not yet taken */
+	bool		handoff;		/* can receive handed-over connections */
 	pg_atomic_uint32 parked;
 	pg_atomic_uint64 requests;
 } QsWorkerSlot;
@@ -203,6 +205,9 @@ typedef struct QsReq
 /* ---------------------------------------------------------------- daemon.c */
 extern bool qs_http_daemon_start(void);
 extern int	qs_http_daemon_fd(void);
+extern int	qs_http_listen_fd(void);
+extern int	qs_http_handoff_fd(void);
+extern bool qs_http_accept(void);
 extern void qs_http_daemon_run(void);
 extern long qs_http_daemon_timeout(void);
 extern void qs_http_send_parked(QsReq *req);
@@ -229,6 +234,7 @@ extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryCon
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
 extern bool qs_group_flush(void);
+extern bool qs_extension_installed(void);
 
 /* ---------------------------------------------------------------- routes */
 /* Each route has a parse step (no transaction) and a run step (in one). */
@@ -263,7 +269,7 @@ extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
 
 /* metrics.c */
-extern void qs_metrics_text(StringInfo out);
+extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
 extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
 extern void qs_pop_note_partitions(QsReq *req, Jsonb *response);

@@ -144,7 +144,7 @@ static const char *const stat_metric[QS_STAT_COUNT] = {
 };
 
 void
-qs_metrics_text(StringInfo out)
+qs_metrics_text(StringInfo out, const pg_uuid_t *only)
 {
 	QsHttpShared *s = qs_http_shared;
 
@@ -197,6 +197,8 @@ qs_metrics_text(StringInfo out)
 				(n = pg_atomic_read_u64(&e->c[k])) == 0)
 				continue;
 			pg_read_barrier();
+			if (only && memcmp(&e->tenant, only, sizeof(pg_uuid_t)) != 0)
+				continue;		/* another tenant's queues are not the caller's to see */
 			qs_uuid_format(&e->tenant, tenant);
 			appendStringInfo(out, "%s{tenant=\"%s\",queue=\"", stat_metric[k], tenant);
 			label(out, e->name);
@@ -211,7 +213,7 @@ metrics_run(QsReq *req)
 	StringInfoData out;
 
 	initStringInfo(&out);
-	qs_metrics_text(&out);
+	qs_metrics_text(&out, qs_http_tenancy == QS_TENANCY_HEADER ? &req->tenant : NULL);
 	req->status = 200;
 	req->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	req->resp = out.data;

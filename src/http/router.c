@@ -23,8 +23,10 @@
 #include "replication/syncrep.h"
 #include "streams/streams.h"
 #include "utils/fmgrprotos.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timeout.h"
 
 const char *const qs_route_names[QS_R_COUNT] = {
@@ -333,14 +335,30 @@ authenticate(QsReq *req)
 	return true;
 }
 
+static enum MHD_Result
+count_tenant_headers(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	if (pg_strcasecmp(key, "x-queen-tenant") == 0)
+		(*(int *) cls)++;
+	return MHD_YES;
+}
+
 static bool
 parse_tenant(QsReq *req)
 {
 	const char *h;
+	int			n = 0;
 
 	req->tenant = qs_default_tenant;
 	if (qs_http_tenancy != QS_TENANCY_HEADER)
 		return true;
+	/* two tenant headers: a client's and the proxy's; trust neither */
+	MHD_get_connection_values(req->mhd, MHD_HEADER_KIND, count_tenant_headers, &n);
+	if (n > 1)
+	{
+		qs_http_error(req, 400, "invalid x-queen-tenant header (must be a UUID)");
+		return false;
+	}
 	h = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, "x-queen-tenant");
 	if (h == NULL || h[0] == '\0')
 		return true;
@@ -384,6 +402,38 @@ qs_http_route(QsReq *req)
 		return;
 	}
 	(void) parse_tenant(req);
+}
+
+/*
+ * Whether queen_streams is installed, asked by every request. A positive
+ * answer is kept: DROP EXTENSION drops the extension's schemas and
+ * functions, and their invalidations (or a cache reset) clear it. A negative
+ * one is not kept, so CREATE EXTENSION is seen by the next request. This
+ * saves a catalog index scan per request.
+ */
+static Oid	extension_oid = InvalidOid;
+static bool extension_callbacks = false;
+
+static void
+extension_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	extension_oid = InvalidOid;
+}
+
+bool
+qs_extension_installed(void)
+{
+	if (!extension_callbacks)
+	{
+		CacheRegisterSyscacheCallback(NAMESPACEOID, extension_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, extension_inval, (Datum) 0);
+		extension_callbacks = true;
+	}
+	/* see a DROP EXTENSION that committed before this request began */
+	AcceptInvalidationMessages();
+	if (!OidIsValid(extension_oid))
+		extension_oid = get_extension_oid("queen_streams", true);
+	return OidIsValid(extension_oid);
 }
 
 static void
@@ -460,7 +510,7 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 			pgstat_report_activity(STATE_RUNNING, route_activity[req->route]);
 			MemoryContextSwitchTo(cxt);
 
-			if (def->needs_extension && !OidIsValid(get_extension_oid("queen_streams", true)))
+			if (def->needs_extension && !qs_extension_installed())
 				extension_missing(req);
 			else
 				def->run(req);

@@ -96,6 +96,15 @@ for my $bad ('nope', 'aaaaaaaaaaaa4aaa8aaaaaaaaaaaaaaa', "{$A}", "${A}0",
 	is($st, 400, "x-queen-tenant '$bad': push answers 400");
 	is($raw, qq({"error":"$BAD_TENANT"}), "x-queen-tenant '$bad': the exact error body");
 }
+
+# Two tenant headers (a client's and a proxy's): neither is trusted.
+{
+	my ($st, $doc) = http_json($node, 'POST', '/api/v1/push',
+		{ items => [ { queue => 'twohdr', payload => {} } ] }, { 'x-queen-tenant' => [ $A, $B ] });
+	is($st, 400, 'two x-queen-tenant headers: 400');
+	is($doc->{error}, $BAD_TENANT, 'two x-queen-tenant headers: the header error');
+	is(sql(q{SELECT count(*) FROM queen.queues WHERE name = 'twohdr'}), '0', 'two x-queen-tenant headers: nothing written');
+}
 my %bad_routes = (
 	'GET /api/v1/pop/queue/badhdr' => undef,
 	'POST /api/v1/ack' => { transactionId => 't', partitionId => $A, leaseId => 'l' },
@@ -371,10 +380,20 @@ my %got = map { my ($k, $v) = split / /; ($k => $v) } split /\n/, sql(q{
 	  FROM queen_streams.metrics});
 is_deeply(\%got, \%expect,
 	'queen_streams.metrics: one row per (tenant, queue), nothing of one tenant counted on another\'s row');
-my (undef, $metrics) = http($node, 'GET', '/metrics');
+# GET /metrics shows each tenant its own queues only.
+my %metrics_as;
+$metrics_as{$_} = (as($_, 'GET', '/metrics'))[3] for ($A, $B, $C, $D);
+for my $t ($A, $B, $C, $D)
+{
+	for my $o (grep { $_ ne $t } ($A, $B, $C, $D))
+	{
+		unlike($metrics_as{$t}, qr/tenant="\Q$o\E"/, "GET /metrics as $tname{$t} shows nothing of $tname{$o}");
+	}
+}
 for my $k (sort keys %expect)
 {
 	my ($t, $q) = split /\|/, $k;
+	my $metrics = $metrics_as{$t};
 	my @n = split m{/}, $expect{$k};
 	my $i = 0;
 	for my $m (qw(pushed_messages popped_messages acked_messages nacked_messages cycles failed_cycles))
@@ -391,7 +410,7 @@ for my $k (sort keys %expect)
 		}
 	}
 }
-unlike($metrics, qr/tenant="\Q$C\E"/, 'GET /metrics: nothing counted for C');
+unlike($metrics_as{$C}, qr/tenant=/, 'GET /metrics: nothing counted for C');
 
 # ====================================================================== wake-ups stay within the tenant
 sub park_pop
