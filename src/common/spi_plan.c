@@ -33,17 +33,6 @@ qs_exec(QsPlan *p, Datum *values, const char *nulls, long tcount)
 	return rc;
 }
 
-Portal
-qs_cursor(QsPlan *p, Datum *values, const char *nulls)
-{
-	Portal		portal = SPI_cursor_open(NULL, qs_plan(p), values, nulls, false);
-
-	if (portal == NULL)
-		elog(ERROR, "queen_streams: SPI_cursor_open failed (%s) for: %s",
-			 SPI_result_code_string(SPI_result), p->sql);
-	return portal;
-}
-
 Datum
 qs_col(int row, int col, bool *isnull)
 {

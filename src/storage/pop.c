@@ -123,10 +123,16 @@ static QsPlan covering_bounds_plan = {
 	2, {UUIDOID, INT8OID}
 };
 
+/*
+ * Segments in chunks: the LIMIT keeps this an index range scan whatever the
+ * statistics say (an unbounded cursor may be planned as a sort of the
+ * partition's rows, blobs and all).
+ */
+#define SEGMENT_CHUNK 8
 static QsPlan segments_from_plan = {
 	"SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments"
-	" WHERE partition_id = $1 AND base_offset >= $2 ORDER BY base_offset",
-	2, {UUIDOID, INT8OID}
+	" WHERE partition_id = $1 AND base_offset >= $2 ORDER BY base_offset LIMIT $3",
+	3, {UUIDOID, INT8OID, INT4OID}
 };
 
 static QsPlan seal_plan = {
@@ -280,10 +286,9 @@ static int
 read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 			int64 wanted, int64 *last, bool *any_segment)
 {
-	Datum		args[2];
+	Datum		args[3];
 	int64		start = wanted;
 	int			taken = 0;
-	Portal		portal;
 	TimestampTz hide_after = 0;
 
 	*any_segment = false;
@@ -296,44 +301,51 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 	if (c->delayed > 0)
 		hide_after = GetCurrentTimestamp() - (TimestampTz) c->delayed * USECS_PER_SEC;
 
-	args[1] = Int64GetDatum(start);
-	portal = qs_cursor(&segments_from_plan, args, NULL);
+	args[2] = Int32GetDatum(SEGMENT_CHUNK);
 	while (taken < c->budget)
 	{
-		int64		base,
-					end;
-		TimestampTz created;
-		bool		isnull;
-		QsFrame    *frames;
-		pg_uuid_t	puuid;
+		uint64		nrows;
+		bool		stop = false;
 
-		SPI_cursor_fetch(portal, true, 1);
-		if (SPI_processed == 0)
-			break;
-		*any_segment = true;
-		base = qs_col_int64(0, 1, 0);
-		end = qs_col_int64(0, 2, 0);
-		created = DatumGetTimestampTz(qs_col(0, 3, &isnull));
-		if (c->delayed > 0 && created > hide_after)
-			break;				/* segments are in created_at order: the rest is younger */
-		if (end < wanted)
-			continue;
-		if (base > wanted)
-			wanted = base;		/* retention gap: resume at the next live segment */
-
-		memcpy(puuid.data, DatumGetUUIDP(pid)->data, UUID_LEN);
-		frames = qs_segment_decode(DatumGetByteaPP(qs_col(0, 4, &isnull)),
-								   end - base + 1, &puuid, base);
-		for (int64 off = wanted; off <= end && taken < c->budget; off++)
+		args[1] = Int64GetDatum(start);
+		qs_exec(&segments_from_plan, args, NULL, 0);
+		nrows = SPI_processed;
+		for (uint64 r = 0; r < nrows && taken < c->budget; r++)
 		{
-			emit_message(c, &frames[off - base], created, pid_str, pname);
-			*last = off;
-			taken++;
+			int64		base = qs_col_int64(r, 1, 0);
+			int64		end = qs_col_int64(r, 2, 0);
+			bool		isnull;
+			TimestampTz created = DatumGetTimestampTz(qs_col(r, 3, &isnull));
+			QsFrame    *frames;
+			pg_uuid_t	puuid;
+
+			*any_segment = true;
+			start = base + 1;
+			if (c->delayed > 0 && created > hide_after)
+			{
+				stop = true;	/* segments are in created_at order: the rest is younger */
+				break;
+			}
+			if (end < wanted)
+				continue;
+			if (base > wanted)
+				wanted = base;	/* retention gap: resume at the next live segment */
+
+			memcpy(puuid.data, DatumGetUUIDP(pid)->data, UUID_LEN);
+			frames = qs_segment_decode(DatumGetByteaPP(qs_col(r, 4, &isnull)),
+									   end - base + 1, &puuid, base);
+			for (int64 off = wanted; off <= end && taken < c->budget; off++)
+			{
+				emit_message(c, &frames[off - base], created, pid_str, pname);
+				*last = off;
+				taken++;
+			}
+			wanted = *last + 1;
 		}
-		wanted = *last + 1;
 		SPI_freetuptable(SPI_tuptable);
+		if (stop || nrows < SEGMENT_CHUNK)
+			break;
 	}
-	SPI_cursor_close(portal);
 	return taken;
 }
 
