@@ -5,12 +5,22 @@
  * Callbacks only ever run inside MHD_run(), called from the worker's loop.
  * Every PostgreSQL call made from them sits inside a PG_TRY in our own
  * frame, so no error can unwind through libmicrohttpd's stack.
+ *
+ * We accept connections ourselves and hand them to libmicrohttpd. The
+ * kernel spreads new connections over the workers' SO_REUSEPORT sockets by
+ * a hash, which with a few keep-alive clients often piles several
+ * connections on one worker while another has none, and a worker serves one
+ * request at a time. So a worker that accepts a connection while another
+ * worker holds fewer passes it over (SCM_RIGHTS on a unix datagram socket).
  */
 #include "http/http_int.h"
 
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -19,6 +29,8 @@
 
 static struct MHD_Daemon *daemon_ = NULL;
 static bool starting = false;
+static int	listen_fd = -1;
+static int	handoff_fd = -1;		/* receives (and sends) handed-over connections */
 
 /* Answered requests whose commit is not flushed yet; their connections are suspended. */
 static dlist_head flush_wait = DLIST_STATIC_INIT(flush_wait);
@@ -206,6 +218,66 @@ connection_cb(void *cls, struct MHD_Connection *mhd, void **socket_context,
 	}
 }
 
+/* The abstract unix address at which worker `index` receives connections. */
+static socklen_t
+handoff_addr(int index, struct sockaddr_un *sun)
+{
+	int			len;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	len = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "queen_streams.http.%d.%d.%d",
+				   (int) PostmasterPid, qs_http_port, index);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
+}
+
+/* This worker's handoff socket; -1 (no balancing, still serving) on failure. */
+static int
+handoff_socket(void)
+{
+	struct sockaddr_un sun;
+	socklen_t	len = handoff_addr(qs_http_worker_index, &sun);
+	int			on = 1;
+	int			fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	/* the kernel then tells us who sent each connection */
+	if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0 ||
+		bind(fd, (struct sockaddr *) &sun, len) < 0)
+	{
+		ereport(LOG,
+				(errmsg("queen_streams: could not create the connection handoff socket: %m")));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* A non-blocking listening socket in the port's SO_REUSEPORT group, or -1. */
+static int
+listen_socket(struct addrinfo *ai)
+{
+	int			on = 1;
+	int			save;
+	int			fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+							ai->ai_protocol);
+
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) == 0 &&
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) == 0 &&
+		(ai->ai_family != AF_INET6 ||
+		 setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) == 0) &&
+		bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		listen(fd, 1024) == 0)
+		return fd;
+	save = errno;
+	close(fd);
+	errno = save;
+	return -1;
+}
+
 bool
 qs_http_daemon_start(void)
 {
@@ -214,7 +286,7 @@ qs_http_daemon_start(void)
 	char		port[16];
 	const char *host = qs_http_listen_address;
 	unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
-		MHD_USE_ERROR_LOG;
+		MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
 	size_t		pool = Max(64 * 1024, 2 * (size_t) qs_http_max_header_bytes + 16 * 1024);
 	int			rc;
 
@@ -236,30 +308,248 @@ qs_http_daemon_start(void)
 	}
 	if (res->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	listen_fd = listen_socket(res);
+	freeaddrinfo(res);
+	if (listen_fd < 0)
+	{
+		ereport(WARNING,
+				(errmsg("queen_streams: could not start the HTTP listener on %s:%d: %m",
+						host, qs_http_port),
+				 errhint("Check that the address is local and the port is free, "
+						 "or set queen_streams.http_port = 0 to disable the listener.")));
+		return false;
+	}
 
 	starting = true;
-	daemon_ = MHD_start_daemon(flags, (uint16) qs_http_port, NULL, NULL, access_cb, NULL,
+	daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, NULL,
 							   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-							   MHD_OPTION_SOCK_ADDR, res->ai_addr,
-							   MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int) 1,
-							   MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int) 1024,
 							   MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
 							   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) 0,
 							   MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
 							   MHD_OPTION_NOTIFY_CONNECTION, connection_cb, NULL,
 							   MHD_OPTION_END);
 	starting = false;
-	freeaddrinfo(res);
 	if (daemon_ == NULL)
 	{
+		close(listen_fd);
+		listen_fd = -1;
 		ereport(WARNING,
 				(errmsg("queen_streams: could not start the HTTP listener on %s:%d",
-						host, qs_http_port),
-				 errhint("Check that the address is local and the port is free, "
-						 "or set queen_streams.http_port = 0 to disable the listener.")));
+						host, qs_http_port)));
 		return false;
 	}
+	handoff_fd = handoff_socket();
+	qs_http_shared->workers[qs_http_worker_index].handoff = handoff_fd >= 0;
 	return true;
+}
+
+int
+qs_http_listen_fd(void)
+{
+	return listen_fd;
+}
+
+int
+qs_http_handoff_fd(void)
+{
+	return handoff_fd;
+}
+
+/* Connections a worker has, counting those handed to it and not yet taken. */
+static uint32
+worker_load(QsWorkerSlot *w)
+{
+	return pg_atomic_read_u32(&w->connections) + pg_atomic_read_u32(&w->incoming);
+}
+
+/* incoming - 1, never below zero (a restarted worker starts again at zero) */
+static void
+incoming_taken(QsWorkerSlot *w)
+{
+	uint32		old = pg_atomic_read_u32(&w->incoming);
+
+	while (old > 0 && !pg_atomic_compare_exchange_u32(&w->incoming, &old, old - 1))
+		;
+}
+
+/*
+ * Pass fd to the worker with the fewest connections if it has fewer than
+ * this one; false when this worker keeps it.
+ */
+static bool
+hand_off(int fd)
+{
+	QsWorkerSlot *me = &qs_http_shared->workers[qs_http_worker_index];
+	QsWorkerSlot *target = NULL;
+	uint32		least = worker_load(me);
+	struct sockaddr_un sun;
+	char		byte = 0;
+	struct iovec iov = {&byte, 1};
+	union
+	{
+		struct cmsghdr h;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	}			cm;
+	struct msghdr msg;
+	struct cmsghdr *c;
+	int			index = -1;
+
+	if (handoff_fd < 0)
+		return false;
+	for (int i = 0; i < qs_http_workers && i < QS_MAX_WORKERS; i++)
+	{
+		QsWorkerSlot *w = &qs_http_shared->workers[i];
+		uint32		load;
+
+		if (i == qs_http_worker_index || w->pid == 0 || !w->listening || !w->handoff)
+			continue;
+		load = worker_load(w);
+		if (load < least)
+		{
+			least = load;
+			target = w;
+			index = i;
+		}
+	}
+	if (target == NULL)
+		return false;
+
+	memset(&msg, 0, sizeof(msg));
+	memset(&cm, 0, sizeof(cm));
+	msg.msg_name = &sun;
+	msg.msg_namelen = handoff_addr(index, &sun);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cm.buf;
+	msg.msg_controllen = sizeof(cm.buf);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+
+	/* counted before it is sent, so the next accept already sees it */
+	pg_atomic_fetch_add_u32(&target->incoming, 1);
+	if (sendmsg(handoff_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+	{
+		incoming_taken(target);
+		return false;
+	}
+	close(fd);
+	return true;
+}
+
+static void
+add_connection(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	/* libmicrohttpd closes the socket when it cannot take it */
+	if (MHD_add_connection(daemon_, fd, addr, len) != MHD_YES)
+		ereport(DEBUG1,
+				(errmsg_internal("queen_streams http: could not add a connection: %m")));
+}
+
+/* Take the connections other workers handed to this one. */
+static void
+receive_handoffs(void)
+{
+	QsWorkerSlot *me = &qs_http_shared->workers[qs_http_worker_index];
+
+	for (int n = 0; n < 64; n++)
+	{
+		char		byte;
+		struct iovec iov = {&byte, 1};
+		union
+		{
+			struct cmsghdr h;
+			char		buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
+		}			cm;
+		struct msghdr msg;
+		struct cmsghdr *c;
+		struct ucred *cred = NULL;
+		int			fds[4];
+		int			nfds = 0;
+
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = cm.buf;
+		msg.msg_controllen = sizeof(cm.buf);
+		if (recvmsg(handoff_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+		{
+			if (c->cmsg_level != SOL_SOCKET)
+				continue;
+			if (c->cmsg_type == SCM_CREDENTIALS)
+				cred = (struct ucred *) CMSG_DATA(c);
+			else if (c->cmsg_type == SCM_RIGHTS)
+			{
+				int			k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+				for (int i = 0; i < k && nfds < (int) lengthof(fds); i++)
+					memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			}
+		}
+		/* the address is abstract, open to any local user: only our own uid counts */
+		if (cred == NULL || cred->uid != geteuid() || nfds != 1)
+		{
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+			continue;
+		}
+		incoming_taken(me);
+		{
+			struct sockaddr_storage addr;
+			socklen_t	len = sizeof(addr);
+
+			if (getpeername(fds[0], (struct sockaddr *) &addr, &len) < 0)
+				close(fds[0]);
+			else
+				add_connection(fds[0], (struct sockaddr *) &addr, len);
+		}
+	}
+}
+
+/*
+ * Accept what is waiting on the listening socket (if take_new), keeping or
+ * handing over each connection, and take what other workers handed over.
+ * False when out of file descriptors: stop polling the listening socket for
+ * a while.
+ */
+bool
+qs_http_accept(bool take_new)
+{
+	bool		ok = true;
+
+	for (int n = 0; take_new && n < 16; n++)
+	{
+		struct sockaddr_storage addr;
+		socklen_t	len = sizeof(addr);
+		int			fd = accept4(listen_fd, (struct sockaddr *) &addr, &len,
+								 SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0)
+		{
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			{
+				ereport(LOG,
+						(errmsg("queen_streams: could not accept a connection: %m")));
+				ok = false;
+			}
+			break;
+		}
+		if (!hand_off(fd))
+			add_connection(fd, (struct sockaddr *) &addr, len);
+	}
+	if (handoff_fd >= 0)
+		receive_handoffs();
+	return ok;
 }
 
 int

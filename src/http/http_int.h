@@ -207,7 +207,7 @@ extern bool qs_http_daemon_start(void);
 extern int	qs_http_daemon_fd(void);
 extern int	qs_http_listen_fd(void);
 extern int	qs_http_handoff_fd(void);
-extern bool qs_http_accept(void);
+extern bool qs_http_accept(bool take_new);
 extern void qs_http_daemon_run(void);
 extern long qs_http_daemon_timeout(void);
 extern void qs_http_send_parked(QsReq *req);

@@ -501,7 +501,7 @@ static void
 health_run(QsReq *req)
 {
 	QsJson		j;
-	bool		installed = OidIsValid(get_extension_oid("queen_streams", true));
+	bool		installed = qs_extension_installed();
 
 	qsj_init(&j);
 	qsj_object(&j, NULL);

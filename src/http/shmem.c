@@ -55,6 +55,7 @@ qs_shmem_startup(void)
 		for (int i = 0; i < QS_MAX_WORKERS; i++)
 		{
 			pg_atomic_init_u32(&s->workers[i].connections, 0);
+			pg_atomic_init_u32(&s->workers[i].incoming, 0);
 			pg_atomic_init_u32(&s->workers[i].parked, 0);
 			pg_atomic_init_u64(&s->workers[i].requests, 0);
 		}

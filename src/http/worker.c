@@ -61,8 +61,10 @@ worker_detach(int code, Datum arg)
 
 	slot->latch = NULL;
 	slot->listening = false;
+	slot->handoff = false;
 	slot->pid = 0;
 	pg_atomic_write_u32(&slot->connections, 0);
+	pg_atomic_write_u32(&slot->incoming, 0);
 	pg_atomic_write_u32(&slot->parked, 0);
 }
 
@@ -124,8 +126,11 @@ qs_http_worker_main(Datum main_arg)
 	MemoryContext loop_cxt;
 	TimestampTz next_retention = 0;
 	TimestampTz next_bind = 0;
+	TimestampTz accept_resume = 0;	/* out of descriptors: accept again then */
 	long		stats_wait = 0;
 	int			bind_failures = 0;
+	int			listen_pos = -1;
+	int			handoff_pos = -1;
 	bool		listening = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -138,6 +143,8 @@ qs_http_worker_main(Datum main_arg)
 	qs_http_worker_index = index;
 	slot = &qs_http_shared->workers[index];
 	pg_atomic_write_u32(&slot->connections, 0);
+	pg_atomic_write_u32(&slot->incoming, 0);
+	slot->handoff = false;
 	pg_atomic_write_u32(&slot->parked, 0);
 	slot->started_at = GetCurrentTimestamp();
 	slot->pid = MyProcPid;
@@ -148,15 +155,17 @@ qs_http_worker_main(Datum main_arg)
 									 ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(loop_cxt);
 
-	wes = CreateWaitEventSet(TopMemoryContext, 3);
+	wes = CreateWaitEventSet(TopMemoryContext, 5);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 
 	for (;;)
 	{
-		WaitEvent	events[3];
+		WaitEvent	events[5];
 		long		timeout = -1;
 		TimestampTz now;
+		bool		accept_now = false;
+		int			nevents;
 
 		/* Bind, retrying with backoff when the port is taken. */
 		if (!listening && GetCurrentTimestamp() >= next_bind)
@@ -164,6 +173,11 @@ qs_http_worker_main(Datum main_arg)
 			if (qs_http_daemon_start())
 			{
 				AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_daemon_fd(), NULL, NULL);
+				listen_pos = AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_listen_fd(),
+											   NULL, NULL);
+				if (qs_http_handoff_fd() >= 0)
+					handoff_pos = AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_handoff_fd(),
+													NULL, NULL);
 				listening = true;
 				slot->listening = true;
 				ereport(LOG,
@@ -185,6 +199,10 @@ qs_http_worker_main(Datum main_arg)
 			timeout = min_timeout(timeout, qs_parked_timeout());
 			if (qs_http_flush_waiting())
 				timeout = 0;
+			if (accept_resume != 0)
+				timeout = min_timeout(timeout,
+									  Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+																			 accept_resume)));
 		}
 		else
 			timeout = Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_bind));
@@ -194,8 +212,11 @@ qs_http_worker_main(Datum main_arg)
 			timeout = min_timeout(timeout,
 								  TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_retention));
 
-		(void) WaitEventSetWait(wes, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+		nevents = WaitEventSetWait(wes, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+		for (int i = 0; i < nevents; i++)
+			if (events[i].pos == listen_pos || events[i].pos == handoff_pos)
+				accept_now = true;
 
 		/* Nothing runs between requests: a stray cancel has nothing to cancel. */
 		QueryCancelPending = false;
@@ -208,6 +229,18 @@ qs_http_worker_main(Datum main_arg)
 
 		if (listening)
 		{
+			if (accept_resume != 0 && GetCurrentTimestamp() >= accept_resume)
+			{
+				ModifyWaitEvent(wes, listen_pos, WL_SOCKET_READABLE, NULL);
+				accept_resume = 0;
+				accept_now = true;
+			}
+			if (accept_now && !qs_http_accept(accept_resume == 0))
+			{
+				/* the socket stays readable: stop waiting on it for a while */
+				ModifyWaitEvent(wes, listen_pos, 0, NULL);
+				accept_resume = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 100);
+			}
 			qs_parked_poll();
 			qs_http_daemon_run();
 			/* answer what is flushed; serve what arrived meanwhile; repeat */
