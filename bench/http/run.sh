@@ -11,12 +11,22 @@
 #   - the plain-SQL pgbench analog of the same writes (advisory lock, state
 #     upsert, allocator UPDATE, segment and hash INSERTs) in tables of its own;
 #   - push msgs/s over HTTP with 1 and with 100 messages per request;
-#   - p50/p99 latency of every HTTP point, and the workers' RSS at the end.
-# Goal: HTTP cycles >= 0.8 of the SQL analog.
+#   - p50/p99 latency of every HTTP point, the server's CPU per request
+#     (every process of the instance, from /proc), and the workers' RSS;
+#   - then, restarted with the default 2 workers, cycles over HTTP again,
+#     beside the SQL cycle from 2 pgbench clients.
+# Goal: HTTP cycles >= 0.8 of the SQL cycle.
+#
+# Like for like: pgbench's C clients get C backends, each with a transaction
+# in flight, and their commits share WAL flushes. A worker has one
+# transaction in flight, so the listener gets as many workers as there are
+# connections (QS_BENCH_WORKERS defaults to QS_BENCH_CONNS); with fewer,
+# cycles wait on WAL flushes that pgbench's clients share. The workers
+# balance connections among themselves (src/http/daemon.c).
 #
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_CONNS (8),
-# QS_BENCH_WORKERS (2), QS_BENCH_GROUP_FLUSH (off), QS_BENCH_PORT (55442),
-# QS_BENCH_HTTP_PORT (55443).
+# QS_BENCH_WORKERS (= connections), QS_BENCH_GROUP_FLUSH (off),
+# QS_BENCH_PORT (55442), QS_BENCH_HTTP_PORT (55443).
 # Output: a table on stdout and bench/http/out/results.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,7 +36,7 @@ BIN=/usr/lib/postgresql/15/bin
 DURATION=${QS_BENCH_DURATION:-10}
 WARMUP=${QS_BENCH_WARMUP:-2}
 CONNS=${QS_BENCH_CONNS:-8}
-WORKERS=${QS_BENCH_WORKERS:-2}
+WORKERS=${QS_BENCH_WORKERS:-$CONNS}
 GROUP_FLUSH=${QS_BENCH_GROUP_FLUSH:-off}
 PORT=${QS_BENCH_PORT:-55442}
 HTTP_PORT=${QS_BENCH_HTTP_PORT:-55443}
@@ -64,13 +74,22 @@ max_wal_size = 4GB
 shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = $HTTP_PORT
 queen_streams.http_workers = $WORKERS
+max_worker_processes = $((WORKERS + 8))
 queen_streams.group_flush = $GROUP_FLUSH
 queen_streams.retention_interval = 0
 CONF
 as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w start >/dev/null
 PSQL=(as_pg "$BIN/psql" -h "$WORK" -p "$PORT" -U postgres -d postgres -qXAt -v ON_ERROR_STOP=1)
 "${PSQL[@]}" -c "CREATE EXTENSION queen_streams"
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/health" && break; sleep 0.1; done
+wait_workers() {	# until $1 workers listen
+	for _ in $(seq 100); do
+		[ "$("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening")" = "$1" ] && return
+		sleep 0.1
+	done
+	log "only $("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening") of $1 workers listen"
+	exit 1
+}
+wait_workers "$WORKERS"
 
 log "setting up: one query, $CONNS source partitions, $CONNS sink partitions"
 "${PSQL[@]}" >/dev/null <<SQL
@@ -129,8 +148,8 @@ echo '{"items":[{"queue":"bench.push1","payload":{"id":1,"kind":"click","user":"
 	>"$WORK/push100.txt"
 chmod 644 "$WORK"/*.txt "$WORK"/*.sql
 
-pgb() {	# pgbench a script; prints "tps"
-	as_pg "$BIN/pgbench" -h "$WORK" -p "$PORT" -U postgres -n -M prepared -c "$CONNS" -j 1 \
+pgb() {	# pgbench a script [clients]; prints "tps"
+	as_pg "$BIN/pgbench" -h "$WORK" -p "$PORT" -U postgres -n -M prepared -c "${2:-$CONNS}" -j 1 \
 		-T "$((DURATION + WARMUP))" -f "$1" postgres 2>&1 | tee -a "$OUT/pgbench.log" |
 		sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1
 }
@@ -139,22 +158,64 @@ lg() {	# loadgen; prints its summary line
 }
 field() { sed -n "s/.* $1 \([0-9.]*\).*/\1/p"; }
 
-log "cycles over HTTP ($CONNS connections)"
-HTTP_CYCLE=$(lg -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt")
+# CPU ticks of the whole instance: the postmaster, its children, and the
+# children it has reaped (pgbench's backends).
+TCK=$(getconf CLK_TCK)
+ticks() {
+	local pm t=0 pid st
+	pm=$(head -1 "$DATA/postmaster.pid")
+	for pid in "$pm" $(pgrep -P "$pm"); do
+		st=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+		[ -n "$st" ] || continue
+		set -- ${st##*) }
+		t=$((t + ${12} + ${13}))
+		[ "$pid" = "$pm" ] && t=$((t + ${14} + ${15}))
+	done
+	echo "$t"
+}
+T0=0
+mark() { sleep 0.5; T0=$(ticks); }
+cpu_per() {	# server CPU microseconds per operation since mark(), at $1 operations/s
+	sleep 0.5
+	awk -v t="$(( $(ticks) - T0 ))" -v hz="$TCK" -v r="$1" -v s="$((DURATION + WARMUP))" \
+		'BEGIN { printf "%.0f", t / hz * 1e6 / (r * s) }'
+}
+
+log "cycles over HTTP ($CONNS connections, $WORKERS workers)"
+mark; HTTP_CYCLE=$(lg -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt")
+C_HTTP_CYCLE=$(cpu_per "$(echo "$HTTP_CYCLE" | field rps)")
 log "the same cycle over SQL ($CONNS pgbench clients)"
-SQL_CYCLE=$(pgb "$WORK/cycle_sql.sql")
+mark; SQL_CYCLE=$(pgb "$WORK/cycle_sql.sql"); C_SQL_CYCLE=$(cpu_per "$SQL_CYCLE")
 log "the plain-SQL analog ($CONNS pgbench clients)"
-ANALOG=$(pgb "$WORK/analog.sql")
+mark; ANALOG=$(pgb "$WORK/analog.sql"); C_ANALOG=$(cpu_per "$ANALOG")
 log "push over HTTP, 1 message per request"
-PUSH1=$(lg -m POST -u /api/v1/push -b "$WORK/push1.txt")
+mark; PUSH1=$(lg -m POST -u /api/v1/push -b "$WORK/push1.txt")
+C_PUSH1=$(cpu_per "$(echo "$PUSH1" | field rps)")
 log "push over HTTP, 100 messages per request"
-PUSH100=$(lg -m POST -u /api/v1/push -b "$WORK/push100.txt")
+mark; PUSH100=$(lg -m POST -u /api/v1/push -b "$WORK/push100.txt")
+C_PUSH100=$(cpu_per "$(echo "$PUSH100" | field rps)")
 log "GET /health (the listener alone)"
-HEALTH=$(lg -m GET -u /health)
+mark; HEALTH=$(lg -m GET -u /health); C_HEALTH=$(cpu_per "$(echo "$HEALTH" | field rps)")
 
 RSS=$("${PSQL[@]}" -c "SELECT string_agg(pid::text, ' ') FROM queen_streams.http_workers()" |
 	tr ' ' '\n' | while read -r pid; do
 		awk '/VmRSS|RssAnon|RssShmem/ {printf "%s %s kB  ", $1, $2}' "/proc/$pid/status"; echo; done)
+DIST=$("${PSQL[@]}" -c "SELECT string_agg(requests::text, ' ' ORDER BY worker) FROM queen_streams.http_workers()")
+
+# The default listener: 2 workers for the same connections, beside pgbench
+# with as many clients as transactions the listener can have in flight.
+DEF_HTTP=""
+if [ "$WORKERS" -ne 2 ]; then
+	log "restarting with the default 2 workers"
+	as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w restart \
+		-o "-c queen_streams.http_workers=2" >/dev/null
+	wait_workers 2
+	log "cycles over HTTP ($CONNS connections, 2 workers)"
+	mark; DEF_HTTP=$(lg -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt")
+	C_DEF_HTTP=$(cpu_per "$(echo "$DEF_HTTP" | field rps)")
+	log "the same cycle over SQL (2 pgbench clients)"
+	mark; DEF_SQL=$(pgb "$WORK/cycle_sql.sql" 2); C_DEF_SQL=$(cpu_per "$DEF_SQL")
+fi
 OK=$("${PSQL[@]}" -c "SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
 	JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'bench.sink'")
 
@@ -163,21 +224,43 @@ ratio_sql=$(awk -v a="$hc" -v b="$SQL_CYCLE" 'BEGIN { printf "%.2f", a / b }')
 ratio_analog=$(awk -v a="$hc" -v b="$ANALOG" 'BEGIN { printf "%.2f", a / b }')
 p1=$(echo "$PUSH1" | field rps)
 p100=$(echo "$PUSH100" | field rps)
+row() {	# name, per second, loadgen line (or ""), cpu
+	echo "| $1 | $2 | $(echo "$3" | field p50_ms) | $(echo "$3" | field p99_ms) | $4 |"
+}
 {
-	echo "# bench/http results ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $CONNS connections/clients, $WORKERS workers, ${DURATION}s per point)"
+	echo "# bench/http results ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point)"
 	echo
-	echo "| point | per second | p50 ms | p99 ms |"
-	echo "|---|---|---|---|"
-	echo "| cycles over HTTP | $hc | $(echo "$HTTP_CYCLE" | field p50_ms) | $(echo "$HTTP_CYCLE" | field p99_ms) |"
-	echo "| the same cycle over SQL (pgbench) | $SQL_CYCLE | | |"
-	echo "| plain-SQL analog, same writes (pgbench) | $ANALOG | | |"
-	echo "| push over HTTP, 1 msg/request | $p1 msgs ($p1 req) | $(echo "$PUSH1" | field p50_ms) | $(echo "$PUSH1" | field p99_ms) |"
-	echo "| push over HTTP, 100 msgs/request | $(awk -v r="$p100" 'BEGIN { printf "%.0f", r * 100 }') msgs ($p100 req) | $(echo "$PUSH100" | field p50_ms) | $(echo "$PUSH100" | field p99_ms) |"
-	echo "| GET /health | $(echo "$HEALTH" | field rps) | $(echo "$HEALTH" | field p50_ms) | $(echo "$HEALTH" | field p99_ms) |"
+	echo "$CONNS HTTP connections and $CONNS pgbench clients; $WORKERS HTTP workers;" \
+		"group_flush = $GROUP_FLUSH; synchronous_commit = on."
+	echo
+	echo "| point | per second | p50 ms | p99 ms | server CPU µs/request |"
+	echo "|---|---|---|---|---|"
+	row "cycles over HTTP" "$hc" "$HTTP_CYCLE" "$C_HTTP_CYCLE"
+	row "the same cycle over SQL (pgbench)" "$SQL_CYCLE" "" "$C_SQL_CYCLE"
+	row "plain-SQL analog, same writes (pgbench)" "$ANALOG" "" "$C_ANALOG"
+	row "push over HTTP, 1 msg/request" "$p1 msgs ($p1 req)" "$PUSH1" "$C_PUSH1"
+	row "push over HTTP, 100 msgs/request" \
+		"$(awk -v r="$p100" 'BEGIN { printf "%.0f", r * 100 }') msgs ($p100 req)" "$PUSH100" "$C_PUSH100"
+	row "GET /health" "$(echo "$HEALTH" | field rps)" "$HEALTH" "$C_HEALTH"
 	echo
 	echo "HTTP cycles / SQL cycles = **$ratio_sql** (goal >= 0.8); HTTP cycles / plain-SQL analog = **$ratio_analog**."
+	echo "Requests served per worker: $DIST."
+	if [ -n "$DEF_HTTP" ]; then
+		dh=$(echo "$DEF_HTTP" | field rps)
+		echo
+		echo "With the default 2 workers (at most 2 transactions in flight), same $CONNS connections:"
+		echo
+		echo "| point | per second | p50 ms | p99 ms | server CPU µs/request |"
+		echo "|---|---|---|---|---|"
+		row "cycles over HTTP, 2 workers" "$dh" "$DEF_HTTP" "$C_DEF_HTTP"
+		row "the same cycle over SQL, 2 pgbench clients" "$DEF_SQL" "" "$C_DEF_SQL"
+		echo
+		echo "HTTP cycles (2 workers) / SQL cycles ($CONNS clients) =" \
+			"**$(awk -v a="$dh" -v b="$SQL_CYCLE" 'BEGIN { printf "%.2f", a / b }')**;" \
+			"/ SQL cycles (2 clients) = **$(awk -v a="$dh" -v b="$DEF_SQL" 'BEGIN { printf "%.2f", a / b }')**."
+	fi
 	echo
-	echo "Worker memory after the run (RssShmem is shared_buffers pages the worker touched; RssAnon is its own):"
+	echo "Worker memory at the end of the main run (RssShmem is shared_buffers pages the worker touched; RssAnon is its own):"
 	echo "$RSS" | sed 's/^/- /'
 	echo
 	echo "Sink segments written by the HTTP and SQL cycles: $OK. Raw lines: loadgen.log, pgbench.log."
