@@ -292,6 +292,13 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	PartEntry  *p;
 	bool		found;
 	int64		floor = Max(verified, txns_start - 1);
+	bool		any = (probe == NULL);
+
+	/* nothing that can repeat (fresh ids only): no reading at all */
+	for (int i = 0; i < count && !any; i++)
+		any = probe[i];
+	if (!any)
+		return;
 
 	dedup_init();
 	dedup_make_room(now);
