@@ -188,6 +188,31 @@ static QsPlan covering_plan = {
 	2, {UUIDOID, INT8OID}
 };
 
+static QsPlan covering_bounds_plan = {
+	"SELECT base_offset, end_offset FROM queen.log_segments"
+	" WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1",
+	2, {UUIDOID, INT8OID}
+};
+
+/*
+ * The bounds of the live segment holding `offset` (pid is a uuid Datum);
+ * false when none does (beyond the log, or in a retention gap).
+ */
+bool
+qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end)
+{
+	Datum		args[2];
+
+	args[0] = pid;
+	args[1] = Int64GetDatum(offset);
+	qs_exec(&covering_bounds_plan, args, NULL, 1);
+	if (SPI_processed != 1 || qs_col_int64(0, 2, -1) < offset)
+		return false;
+	*base = qs_col_int64(0, 1, 0);
+	*end = qs_col_int64(0, 2, 0);
+	return true;
+}
+
 /* The frame stored at an offset; false when retention removed it. */
 bool
 qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame)

@@ -117,12 +117,6 @@ static QsPlan consumer_insert_plan = {
 	3, {UUIDOID, TEXTOID, INT8OID}
 };
 
-static QsPlan covering_bounds_plan = {
-	"SELECT base_offset, end_offset FROM queen.log_segments"
-	" WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1",
-	2, {UUIDOID, INT8OID}
-};
-
 /*
  * Segments in chunks: the LIMIT keeps this an index range scan whatever the
  * statistics say (an unbounded cursor may be planned as a sort of the
@@ -288,15 +282,15 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 {
 	Datum		args[3];
 	int64		start = wanted;
+	int64		cov_base,
+				cov_end;
 	int			taken = 0;
 	TimestampTz hide_after = 0;
 
 	*any_segment = false;
+	if (qs_segment_covering(pid, wanted, &cov_base, &cov_end))
+		start = cov_base;		/* the batch starts mid-segment */
 	args[0] = pid;
-	args[1] = Int64GetDatum(wanted);
-	qs_exec(&covering_bounds_plan, args, NULL, 1);
-	if (SPI_processed == 1 && qs_col_int64(0, 2, -1) >= wanted)
-		start = qs_col_int64(0, 1, wanted);
 
 	if (c->delayed > 0)
 		hide_after = GetCurrentTimestamp() - (TimestampTz) c->delayed * USECS_PER_SEC;

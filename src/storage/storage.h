@@ -68,6 +68,7 @@ extern void qs_append_segment(const pg_uuid_t *pid, int window, int count,
 							  const uint8 *hashes, bytea *blob, int64 verified,
 							  const bool *probe, QsAppendResult *res);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
+extern bool qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end);
 
 /* dedup.c: the dedup probe over a per-backend cache of stored hashes */
 extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,

@@ -102,13 +102,7 @@ static QsPlan partial_plan = {
 	4, {UUIDOID, TEXTOID, INT8OID, INT8OID}
 };
 
-/* Live segment ranges from an offset on (bounds only: blobs stay untouched). */
-static QsPlan covering_range_plan = {
-	"SELECT base_offset, end_offset FROM queen.log_segments"
-	" WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1",
-	2, {UUIDOID, INT8OID}
-};
-
+/* Live segment ranges after an offset (bounds only: blobs stay untouched). */
 static QsPlan ranges_plan = {
 	"SELECT base_offset, end_offset FROM queen.log_segments"
 	" WHERE partition_id = $1 AND base_offset > $2 AND base_offset <= $3 ORDER BY base_offset",
@@ -269,22 +263,22 @@ walk_offsets(Datum pid, int64 committed, int64 batch_end, int64 count, int64 *wa
 	Datum		args[3];
 	int64		pos = committed + 1;
 	int64		last = committed;
+	int64		cov_base,
+				cov_end;
 
 	*walked = 0;
 	if (count <= 0 || pos > batch_end)
 		return committed;
-	args[0] = pid;
-	args[1] = Int64GetDatum(pos);
-	qs_exec(&covering_range_plan, args, NULL, 1);
-	if (SPI_processed == 1 && qs_col_int64(0, 2, -1) >= pos)
+	if (qs_segment_covering(pid, pos, &cov_base, &cov_end))
 	{
-		int64		take = Min(Min(qs_col_int64(0, 2, -1), batch_end) - pos + 1, count);
+		int64		take = Min(Min(cov_end, batch_end) - pos + 1, count);
 
 		last = pos + take - 1;
 		*walked = take;
 	}
 	if (*walked < count)
 	{
+		args[0] = pid;
 		args[1] = Int64GetDatum(pos);
 		args[2] = Int64GetDatum(batch_end);
 		qs_exec(&ranges_plan, args, NULL, 0);
