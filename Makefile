@@ -36,8 +36,14 @@ OBJS = \
 	src/streams/state.o \
 	src/streams/status.o
 
-DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+# Releases: each version's install script is frozen once released
+# (sql/queen_streams--0.1.0.sql). A release's changes are the fragments in
+# sql/<version>/, applied in name order; they make the upgrade script from the
+# previous release, and the install script is the previous one plus that
+# upgrade, so a fresh install and an upgraded one run the same statements.
+UPGRADE_0_2_0 = $(sort $(wildcard sql/0.2.0/*.sql))
+DATA_built = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0.sql
+DATA = sql/$(EXTENSION)--0.1.0.sql
 
 PG_CPPFLAGS = -I$(srcdir)/src -DQS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
@@ -59,8 +65,12 @@ include $(PGXS)
 # PGXS tracks no header dependencies: rebuild everything when a header changes.
 $(OBJS): $(wildcard src/*/*.h)
 
-sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
-	cp $< $@
+sql/$(EXTENSION)--0.1.0--0.2.0.sql: $(UPGRADE_0_2_0)
+	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.2.0'"'"'" to load this file. \quit'; \
+	  for f in $^; do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
+
+sql/$(EXTENSION)--0.2.0.sql: sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql
+	( cat sql/$(EXTENSION)--0.1.0.sql; sed '/^\\echo /d' sql/$(EXTENSION)--0.1.0--0.2.0.sql ) > $@
 
 # TAP tests live in test/t (pgvector's layout); PGXS's own target expects t/.
 prove_installcheck:

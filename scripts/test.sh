@@ -3,6 +3,10 @@
 # PostgreSQL instances: pg_regress, the isolation tester, pgTAP and TAP.
 # Run as root on Debian bookworm (installs what is missing); the servers
 # themselves run as the unprivileged user `postgres`.
+#
+# While developing, a subset can be run (CI runs everything):
+#   QS_REGRESS="configure pop"  QS_ISOLATION="pop_pop"  QS_TAP="test/t/001_http_routes.pl"
+#   QS_SUITES="regress tap"     (any of: regress pgtap tap; default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -38,8 +42,15 @@ count_pg_regress() {	# counts "ok"/"FAILED" lines of pg_regress output
 cd "$WORK"
 status=0
 
+SUITES=${QS_SUITES:-regress pgtap tap}
+want() { [[ " $SUITES " == *" $1 "* ]]; }
+SUBSET=()
+[ -n "${QS_REGRESS:-}" ] && SUBSET+=("REGRESS=$QS_REGRESS")
+[ -n "${QS_ISOLATION+x}" ] && SUBSET+=("ISOLATION=$QS_ISOLATION")
+
+if want regress; then
 note "== pg_regress and isolation (throwaway instances, library preloaded)"
-if ! as_pg make -s installcheck 2>&1 | tee "$WORK/regress.out"; then status=1; fi
+if ! as_pg make -s installcheck "${SUBSET[@]}" 2>&1 | tee "$WORK/regress.out"; then status=1; fi
 count_pg_regress "$WORK/regress.out"
 for d in regression.diffs output_iso/regression.diffs; do
 	[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
@@ -47,8 +58,9 @@ done
 # Keep the actual outputs for inspection (test/results is ignored by git).
 mkdir -p "$ROOT/test/results"
 cp -f results/*.out output_iso/results/*.out "$ROOT/test/results/" 2>/dev/null || true
+fi
 
-if compgen -G "test/pgtap/*.sql" >/dev/null; then
+if want pgtap && compgen -G "test/pgtap/*.sql" >/dev/null; then
 	note "== pgTAP"
 	if ! as_pg test/pgtap/run.sh 2>&1 | tee "$WORK/pgtap.out"; then status=1; fi
 	p=$(sed -n 's/^Files=\([0-9]*\), Tests=\([0-9]*\).*/\2/p' "$WORK/pgtap.out" | tail -1)
@@ -56,9 +68,9 @@ if compgen -G "test/pgtap/*.sql" >/dev/null; then
 	passed=$((passed + ${p:-0} - f)); failed=$((failed + f))
 fi
 
-if compgen -G "test/t/*.pl" >/dev/null; then
+if want tap && compgen -G "test/t/*.pl" >/dev/null; then
 	note "== TAP"
-	if ! as_pg make -s prove_installcheck PROVE_FLAGS=-v 2>&1 | tee "$WORK/tap.out"; then status=1; fi
+	if ! as_pg make -s prove_installcheck PROVE_FLAGS=-v ${QS_TAP:+PROVE_TESTS="$QS_TAP"} 2>&1 | tee "$WORK/tap.out"; then status=1; fi
 	p=$(grep -cE '^ok [0-9]+' "$WORK/tap.out" || true)
 	f=$(grep -cE '^not ok [0-9]+' "$WORK/tap.out" || true)
 	passed=$((passed + p)); failed=$((failed + f))
