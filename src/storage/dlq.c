@@ -150,22 +150,30 @@ static QsPlan dlq_count_plan = {
 	6, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
 
-/* One page, each row with the live segment still holding its message, if any. */
+/*
+ * One page, each row with the bounds and time of the live segment still
+ * holding its message, if any; blobs are read once per segment (below).
+ */
 static QsPlan dlq_page_plan = {
 	"SELECT m.message_id, m.transaction_id, m.partition_id, m.qname, m.pname,"
 	"       m.consumer_group, m.error, m.retry_count, m.payload::text, m.failed_at,"
-	"       m.\"offset\", s.base_offset, s.end_offset, s.created_at, s.blob"
+	"       m.\"offset\", s.base_offset, s.end_offset, s.created_at"
 	"  FROM (SELECT d.id, d.message_id, d.transaction_id, d.partition_id,"
 	"               q.name::text AS qname, p.name AS pname, d.consumer_group, d.error,"
 	"               d.retry_count, d.payload, d.failed_at, d.\"offset\""
 	DLQ_MATCH
 	"         ORDER BY d.failed_at DESC, d.id DESC LIMIT $7 OFFSET $8) m"
-	"  LEFT JOIN LATERAL (SELECT s.base_offset, s.end_offset, s.created_at, s.blob"
+	"  LEFT JOIN LATERAL (SELECT s.base_offset, s.end_offset, s.created_at"
 	"                       FROM queen.log_segments s"
 	"                      WHERE s.partition_id = m.partition_id AND s.base_offset <= m.\"offset\""
 	"                      ORDER BY s.base_offset DESC LIMIT 1) s ON s.end_offset >= m.\"offset\""
 	" ORDER BY m.failed_at DESC, m.id DESC",
 	8, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, INT4OID}
+};
+
+static QsPlan segment_blob_plan = {
+	"SELECT blob FROM queen.log_segments WHERE partition_id = $1 AND base_offset = $2",
+	2, {UUIDOID, INT8OID}
 };
 
 /* The segment decoded last: neighbouring dead letters often share one. */
@@ -174,7 +182,7 @@ typedef struct SegCache
 	bool		valid;
 	pg_uuid_t	pid;
 	int64		base;
-	QsFrame    *frames;
+	QsFrame    *frames;			/* NULL: the segment went meanwhile */
 } SegCache;
 
 /* A UUIDv7's millisecond stamp, the message's push time to the millisecond. */
@@ -192,53 +200,73 @@ uuid7_time(const pg_uuid_t *u, TimestampTz *out)
 	return true;
 }
 
+/* A column of the page row: the page's tuple table outlives the blob reads. */
+static Datum
+page_col(SPITupleTable *tt, int r, int col, bool *isnull)
+{
+	return SPI_getbinval(tt->vals[r], tt->tupdesc, col, isnull);
+}
+
+static char *
+page_str(SPITupleTable *tt, int r, int col)
+{
+	return SPI_getvalue(tt->vals[r], tt->tupdesc, col);
+}
+
 static const QsFrame *
-row_frame(int r, const pg_uuid_t *pid, int64 offset, SegCache *cache)
+row_frame(SPITupleTable *tt, int r, const pg_uuid_t *pid, int64 offset, SegCache *cache)
 {
 	bool		isnull;
-	int64		base = qs_col_int64(r, 12, -1);
-	int64		end = qs_col_int64(r, 13, -1);
-	Datum		blob;
+	Datum		based = page_col(tt, r, 12, &isnull);
+	int64		base,
+				end;
 
-	if (base < 0)
+	if (isnull)
 		return NULL;			/* the segment is gone (retention) */
+	base = DatumGetInt64(based);
+	end = DatumGetInt64(page_col(tt, r, 13, &isnull));
 	if (!cache->valid || cache->base != base || memcmp(cache->pid.data, pid->data, UUID_LEN) != 0)
 	{
-		blob = qs_col(r, 15, &isnull);
-		cache->frames = qs_segment_decode(DatumGetByteaPP(blob), end - base + 1, pid, base);
+		Datum		args[2];
+
+		args[0] = qs_uuid_datum(pid);
+		args[1] = Int64GetDatum(base);
+		qs_exec(&segment_blob_plan, args, NULL, 1);
+		cache->frames = SPI_processed != 1 ? NULL :
+			qs_segment_decode(DatumGetByteaPP(qs_col(0, 1, &isnull)), end - base + 1, pid, base);
 		cache->pid = *pid;
 		cache->base = base;
 		cache->valid = true;
 	}
-	return &cache->frames[offset - base];
+	return cache->frames ? &cache->frames[offset - base] : NULL;
 }
 
 static void
-emit_dead_letter(QsJson *j, int r, SegCache *cache)
+emit_dead_letter(QsJson *j, SPITupleTable *tt, int r, SegCache *cache)
 {
 	bool		isnull,
 				mid_null;
-	Datum		mid = qs_col(r, 1, &mid_null);
-	pg_uuid_t	pid = *DatumGetUUIDP(qs_col(r, 3, &isnull));
-	int64		offset = qs_col_int64(r, 11, 0);
-	const QsFrame *f = row_frame(r, &pid, offset, cache);
-	Datum		created = qs_col(r, 14, &isnull);
+	Datum		mid = page_col(tt, r, 1, &mid_null);
+	pg_uuid_t	pid = *DatumGetUUIDP(page_col(tt, r, 3, &isnull));
+	int64		offset = DatumGetInt64(page_col(tt, r, 11, &isnull));
+	const QsFrame *f = row_frame(tt, r, &pid, offset, cache);
+	Datum		created = page_col(tt, r, 14, &isnull);
 	TimestampTz created_at = isnull ? 0 : DatumGetTimestampTz(created);
 	bool		have_created = !isnull;
-	char	   *payload = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 9);
+	char	   *payload = page_str(tt, r, 9);
 
 	if (!have_created && !mid_null)
 		have_created = uuid7_time(DatumGetUUIDP(mid), &created_at);
 
 	qsj_object(j, NULL);
 	qsj_uuid(j, "id", mid_null ? NULL : DatumGetUUIDP(mid));
-	qsj_str(j, "transactionId", SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2));
+	qsj_str(j, "transactionId", page_str(tt, r, 2));
 	qsj_uuid(j, "partitionId", &pid);
-	qsj_str(j, "queue", SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 4));
-	qsj_str(j, "partition", SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 5));
-	qsj_str(j, "consumerGroup", SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 6));
-	qsj_str(j, "errorMessage", SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 7));
-	qsj_int(j, "retryCount", DatumGetInt32(qs_col(r, 8, &isnull)));
+	qsj_str(j, "queue", page_str(tt, r, 4));
+	qsj_str(j, "partition", page_str(tt, r, 5));
+	qsj_str(j, "consumerGroup", page_str(tt, r, 6));
+	qsj_str(j, "errorMessage", page_str(tt, r, 7));
+	qsj_int(j, "retryCount", DatumGetInt32(page_col(tt, r, 8, &isnull)));
 	qsj_raw(j, "data", payload, payload ? strlen(payload) : 0);
 	if (f && f->psub)
 		qsj_strn(j, "producerSub", f->psub, f->psub_len);
@@ -248,7 +276,7 @@ emit_dead_letter(QsJson *j, int r, SegCache *cache)
 		qsj_time(j, "createdAt", created_at);
 	else
 		qsj_null(j, "createdAt");
-	qsj_time(j, "failedAt", DatumGetTimestampTz(qs_col(r, 10, &isnull)));
+	qsj_time(j, "failedAt", DatumGetTimestampTz(page_col(tt, r, 10, &isnull)));
 	qsj_end_object(j);
 }
 
@@ -289,11 +317,16 @@ qs_dlq(PG_FUNCTION_ARGS)
 	qsj_array(&j, "messages");
 	if (lim > 0 && off < total)
 	{
+		SPITupleTable *page;
+		uint64		nrows;
+
 		qs_exec(&dlq_page_plan, args, nulls, 0);
-		for (uint64 r = 0; r < SPI_processed; r++)
+		page = SPI_tuptable;
+		nrows = SPI_processed;
+		for (uint64 r = 0; r < nrows; r++)
 		{
 			CHECK_FOR_INTERRUPTS();
-			emit_dead_letter(&j, r, &cache);
+			emit_dead_letter(&j, page, r, &cache);
 		}
 	}
 	qsj_end_array(&j);
