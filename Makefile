@@ -31,6 +31,8 @@ OBJS = \
 	src/storage/push.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
+	src/storage/dlq.o \
+	src/storage/traces.o \
 	src/storage/lease.o \
 	src/storage/maintenance.o \
 	src/storage/retention.o \

@@ -305,6 +305,7 @@ static QsPlan delete_plan = {
 	" p AS (SELECT id FROM queen.log_partitions WHERE queue_id IN (SELECT id FROM q)),"
 	" t AS (DELETE FROM queen.log_txns WHERE partition_id IN (SELECT id FROM p)),"
 	" d AS (DELETE FROM queen.log_dlq WHERE partition_id IN (SELECT id FROM p)),"
+	" tr AS (DELETE FROM queen.message_traces WHERE partition_id IN (SELECT id FROM p)),"
 	" s AS (DELETE FROM queen_streams.state WHERE partition_id IN (SELECT id FROM p))"
 	"DELETE FROM queen.queues WHERE id IN (SELECT id FROM q) RETURNING 1",
 	2, {UUIDOID, TEXTOID}
