@@ -16,6 +16,6 @@ my $node = qs_node('fault_worker');
 fault_run($node,
 	faults => [qw(terminate_worker terminate_worker terminate_worker terminate_worker)],
 	pushers => 2, stream_pushers => 2, per_pusher => 3000,
-	consumers => 2, streamers => 2, deadline => 120);
+	consumers => 2, streamers => 2, pace => 0.1, deadline => 120);
 $node->stop;
 done_testing();

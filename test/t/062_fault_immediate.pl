@@ -17,6 +17,6 @@ my $node = qs_node('fault_immediate');
 fault_run($node,
 	faults => [qw(immediate immediate immediate)],
 	pushers => 2, stream_pushers => 2, per_pusher => 3000,
-	consumers => 2, streamers => 2, deadline => 120);
+	consumers => 2, streamers => 2, pace => 0.1, deadline => 120);
 $node->stop;
 done_testing();

@@ -67,6 +67,7 @@ sub pusher
 	my (%a) = @_;
 	my $ua = HTTP::Tiny->new(timeout => 10, keep_alive => 1);
 	my $log = child_log($a{dir}, $a{name});
+	my @sent;
 	for (my $s = 0; $s < $a{count}; $s += $a{batch})
 	{
 		my $last = $s + $a{batch} - 1;
@@ -81,7 +82,23 @@ sub pusher
 		die "$a{name}: push answered $st\n" unless $st == 201;
 		die "$a{name}: push answered an item that is neither queued nor duplicate\n"
 		  if grep { ($_->{status} // '') !~ /^(queued|duplicate)$/ } @$doc;
-		print $log "A $s $last\n";
+		# duplicates here: a retry of a push whose 201 was lost to a fault
+		my $dups = grep { $_->{status} eq 'duplicate' } @$doc;
+		print $log join('', map { "M $_->{transaction_id} $_->{message_id}\n" } @$doc),
+		  "A $s $last\n", $dups ? "D $dups\n" : '';
+		# Every fifth batch, one sent earlier goes again, as a client does when
+		# the 201 was lost: often across a fault, to another worker and backend.
+		push @sent, \@items;
+		if (@sent > 3 && @sent % 5 == 0)
+		{
+			my $again = $sent[-4];
+			($st, $doc) = call($ua, $a{url}, 'POST', '/api/v1/push', { items => $again },
+				$a{deadline});
+			die "$a{name}: repeated push answered $st\n" unless $st == 201;
+			print $log join('', map { "M $_->{transaction_id} $_->{message_id}\n" } @$doc),
+			  'D ' . scalar(grep { $_->{status} eq 'duplicate' } @$doc) . "\n";
+		}
+		sleep $a{pace} if $a{pace};
 	}
 	print $log "done\n";
 }
@@ -236,6 +253,23 @@ my %faults = (
 		$node->kill9;
 		restart($node, $pid);
 	},
+	# the postmaster and every process it started at once, as a power cut or
+	# the OOM killer's sweep would: in-flight requests lose their answers
+	kill9_all => sub {
+		my ($node) = @_;
+		my $pid = $node->{_pid};
+		my @kids;
+		for my $stat (glob '/proc/[0-9]*/stat')
+		{
+			open my $fh, '<', $stat or next;
+			my $line = <$fh> // next;
+			push @kids, $1 if $line =~ /^(\d+) \(.*\) \S (\d+) / && $2 == $pid;
+		}
+		kill 'KILL', $pid, @kids;
+		$node->{_pid} = undef;
+		note("killed the postmaster and its " . scalar(@kids) . " processes");
+		restart($node, $pid);
+	},
 	immediate => sub {
 		my ($node) = @_;
 		my $pid = $node->{_pid};
@@ -253,20 +287,46 @@ my %faults = (
 	},
 );
 
-# Frames stored in `queue`, decoded: key (payload field `field`) => copies.
+# Frames stored in `queue`, decoded: key (payload field `field`) => copies;
+# with `ids`, also key => message id.
 sub stored
 {
-	my ($node, $queue, $field) = @_;
+	my ($node, $queue, $field, $ids) = @_;
 	my %n;
 	my $out = $node->safe_psql('postgres', qq{
-		SELECT f.payload::jsonb->>'$field'
+		SELECT f.payload::jsonb->>'$field', f.message_id
 		FROM queen.log_segments s
 		JOIN queen.log_partitions p ON p.id = s.partition_id
 		JOIN queen.queues q ON q.id = p.queue_id,
 		LATERAL queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
 		WHERE q.name = '$queue'});
-	$n{$_}++ for grep { length } split /\n/, $out;
+	for (grep { length } split /\n/, $out)
+	{
+		my ($k, $id) = split /\|/;
+		$n{$k}++;
+		$ids->{$k} = $id if $ids;
+	}
 	return \%n;
+}
+
+# Every push answer named the message id that is stored for its key (a
+# duplicate answers the original's id).
+sub ids_match
+{
+	my ($dir, $pushers, $ids, $what) = @_;
+	my ($answers, @wrong) = (0);
+	for my $p (@$pushers)
+	{
+		for (slurp_lines("$dir/$p.log"))
+		{
+			next unless /^M (\S+) (\S+)$/;
+			$answers++;
+			push @wrong, "$1: answered $2, stored " . ($ids->{$1} // 'none')
+			  if ($ids->{$1} // '') ne $2;
+		}
+	}
+	ok($answers > 0 && !@wrong, "$what: every push answer names the stored message id")
+	  or diag(scalar(@wrong) . " wrong, e.g. " . join('; ', @wrong[0 .. ($#wrong < 4 ? $#wrong : 4)]));
 }
 
 # Partitions of `queue` whose cursor for `group` is short of the last offset
@@ -300,7 +360,9 @@ sub exactly_once
 
 # Runs the load against `node`, applies the faults (names of %faults) as the
 # pushes progress, and checks the outcome. Options: pushers, stream_pushers,
-# consumers, streamers (process counts), per_pusher (messages each), batch.
+# consumers, streamers (process counts), per_pusher (messages each), batch,
+# pace (seconds a pusher waits between batches, so the faults land amid the
+# load), deadline (seconds for the whole run).
 sub fault_run
 {
 	my ($node, %o) = @_;
@@ -323,7 +385,7 @@ sub fault_run
 
 	my $deadline = time + $o{deadline};
 	my %common = (dir => $dir, url => $url, batch => $batch, parts => $parts,
-		lease => $lease, deadline => $deadline);
+		lease => $lease, deadline => $deadline, pace => $o{pace});
 	my @fq_pushers = map { "fq$_" } 1 .. $o{pushers};
 	my @fs_pushers = map { "fs$_" } 1 .. $o{stream_pushers};
 	my @consumers = map { "c$_" } 1 .. $o{consumers};
@@ -392,8 +454,10 @@ sub fault_run
 	}
 
 	# every acknowledged push stored exactly once
-	exactly_once(stored($node, 'fq', 'k'), \%want_fq, 'pushed to fq');
-	exactly_once(stored($node, 'fs', 'k'), \%want_fs, 'pushed to fs');
+	my %ids;
+	exactly_once(stored($node, 'fq', 'k', \%ids), \%want_fq, 'pushed to fq');
+	exactly_once(stored($node, 'fs', 'k', \%ids), \%want_fs, 'pushed to fs');
+	ids_match($dir, \@pushers, \%ids, 'fq and fs');
 
 	# every stored message was delivered (no lease left stuck) and, once the
 	# last leases expired, nothing is left to consume: each was acked
@@ -426,15 +490,19 @@ sub fault_run
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM queen.log_dlq'), '0',
 		'nothing was dead-lettered');
 
-	my ($cycles, $failed) = (0, 0);
+	my ($cycles, $failed, $dups) = (0, 0, 0);
+	for my $p (@pushers)
+	{
+		/^D (\d+)/ and $dups += $1 for slurp_lines("$dir/$p.log");
+	}
 	for my $w (@streamers)
 	{
 		for (slurp_lines("$dir/$w.log")) { $cycles++ if /^C /; $failed++ if /^F/ }
 	}
 	note(sprintf("%d messages pushed (%d to fq, %d to fs), %d stream sink messages, %d faults;"
-		  . " %d fq redeliveries, %d cycles committed, %d failed",
+		  . " %d pushed again and answered duplicate, %d fq redeliveries, %d cycles committed, %d failed",
 		$total, scalar keys %want_fq, scalar keys %want_fs, scalar keys %want_fs, scalar @faults,
-		$redelivered, $cycles, $failed));
+		$dups, $redelivered, $cycles, $failed));
 }
 
 1;
