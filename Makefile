@@ -31,6 +31,10 @@ OBJS = \
 	src/storage/ack.o \
 	src/storage/lease.o \
 	src/storage/retention.o \
+	src/storage/resources.o \
+	src/storage/dashboard.o \
+	src/storage/messages.o \
+	src/storage/message_get.o \
 	src/streams/cycle.o \
 	src/streams/register.o \
 	src/streams/state.o \
