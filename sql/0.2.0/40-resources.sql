@@ -3,9 +3,8 @@
 -- dashboard.c, messages.c, message_get.c).
 \echo Use "CREATE EXTENSION queen_streams" to load this file. \quit
 
--- Time ranges over segments (queen.status throughput, overview ingest rate):
--- one entry per pushed batch, not per message.
-CREATE INDEX log_segments_created_idx ON queen.log_segments (created_at);
+-- No new index: log_segments keeps only its primary key (the pop path);
+-- time ranges walk each recently written partition newest segment first.
 
 CREATE FUNCTION queen.queues_list(tenant uuid DEFAULT NULL)
 RETURNS jsonb

@@ -16,14 +16,122 @@
 #include "utils/timestamp.h"
 
 
-static QsPlan ingested_plan = {
-	"SELECT COALESCE(sum(s.end_offset - s.base_offset + 1), 0)::bigint"
-	"  FROM queen.log_segments s"
-	"  JOIN queen.log_partitions p ON p.id = s.partition_id"
-	"  JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE q.tenant_id = $1 AND s.created_at >= $2",
-	2, {UUIDOID, TIMESTAMPTZOID}
+/*
+ * Pushed messages per time bucket, without an index on created_at (the
+ * segments keep only their primary key, the pop path): each partition
+ * written since `from` is read newest segment first through the key and
+ * left at its first segment older than `from` (segments are appended in
+ * time order), so the work is the segments in the range plus one chunk.
+ */
+static QsPlan active_plan = {
+	"SELECT p.id FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id"
+	" WHERE q.tenant_id = $1 AND ($2::text IS NULL OR q.name = $2)"
+	"   AND ($3::text IS NULL OR q.namespace = $3) AND ($4::text IS NULL OR q.task = $4)"
+	"   AND p.last_offset >= p.log_start"
+	/* last_write_at lags the newest segment by at most a second (allocator.c) */
+	"   AND p.last_write_at >= $5 - interval '1 second'",
+	5, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
+
+static QsPlan newer_segments_plan = {
+	"SELECT base_offset, end_offset, created_at FROM queen.log_segments"
+	" WHERE partition_id = $1 AND base_offset < $2 ORDER BY base_offset DESC LIMIT 256",
+	2, {UUIDOID, INT8OID}
+};
+
+#define MAX_BUCKETS 100000
+
+typedef struct Buckets
+{
+	TimestampTz first;			/* start of bucket 0 (aligned to 2000-01-01 UTC) */
+	int64		width;			/* microseconds */
+	int			n;
+	int64	   *count;
+} Buckets;
+
+static TimestampTz
+bucket_start(TimestampTz t, int64 width)
+{
+	int64		r = t % width;
+
+	return t - (r < 0 ? r + width : r);
+}
+
+/* One partition's segments in [from, to] into the buckets. */
+static void
+walk_partition(Datum pid, TimestampTz from, TimestampTz to, Buckets *b)
+{
+	Datum		args[2];
+	int64		bound = PG_INT64_MAX;
+
+	args[0] = pid;
+	for (;;)
+	{
+		uint64		n;
+		bool		older = false;
+
+		args[1] = Int64GetDatum(bound);
+		qs_exec(&newer_segments_plan, args, NULL, 0);
+		n = SPI_processed;
+		for (uint64 r = 0; r < n && !older; r++)
+		{
+			bool		isnull;
+			TimestampTz t = DatumGetTimestampTz(qs_col((int) r, 3, &isnull));
+
+			CHECK_FOR_INTERRUPTS();
+			older = t < from;
+			if (!older && t <= to)
+				b->count[(bucket_start(t, b->width) - b->first) / b->width] +=
+					qs_col_int64((int) r, 2, 0) - qs_col_int64((int) r, 1, 0) + 1;
+		}
+		if (n > 0)
+			bound = qs_col_int64((int) n - 1, 1, 0);
+		SPI_freetuptable(SPI_tuptable);
+		if (older || n < 256)
+			return;
+	}
+}
+
+static void
+count_pushed(const pg_uuid_t *tenant, const char *queue, const char *ns, const char *task,
+			 TimestampTz from, TimestampTz to, int64 width, Buckets *b)
+{
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	const char *v[3] = {queue, ns, task};
+	SPITupleTable *parts;
+	uint64		nparts;
+	int64		n;
+
+	b->width = width;
+	b->first = bucket_start(from, width);
+	n = (bucket_start(to, width) - b->first) / width + 1;
+	if (n > MAX_BUCKETS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time range is too long"),
+				 errdetail("The range spans " INT64_FORMAT " buckets; at most %d are served.", n, MAX_BUCKETS)));
+	b->n = (int) n;
+	b->count = palloc0(sizeof(int64) * b->n);
+
+	args[0] = qs_uuid_datum(tenant);
+	for (int i = 0; i < 3; i++)
+	{
+		args[i + 1] = v[i] ? CStringGetTextDatum(v[i]) : (Datum) 0;
+		nulls[i + 1] = v[i] ? ' ' : 'n';
+	}
+	args[4] = TimestampTzGetDatum(from);
+	qs_exec(&active_plan, args, nulls, 0);
+	parts = SPI_tuptable;
+	nparts = SPI_processed;
+	for (uint64 i = 0; i < nparts; i++)
+	{
+		bool		isnull;
+
+		walk_partition(SPI_getbinval(parts->vals[i], parts->tupdesc, 1, &isnull), from, to, b);
+	}
+	SPI_freetuptable(parts);
+}
 
 static int
 cmp_int64(const void *a, const void *b)
@@ -113,7 +221,6 @@ qs_overview(PG_FUNCTION_ARGS)
 				parts = 0;
 	Counts		sum;
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
-	Datum		args[2];
 	int64		ingested;
 	QsJson		j;
 
@@ -142,10 +249,16 @@ qs_overview(PG_FUNCTION_ARGS)
 	qsr_write_counts(&j, "messages", &sum, false);
 	write_lag(&j, rows, n, now);
 
-	args[0] = qs_uuid_datum(&tenant);
-	args[1] = TimestampTzGetDatum(now - 300 * USECS_PER_SEC);
-	qs_exec(&ingested_plan, args, NULL, 1);
-	ingested = qs_col_int64(0, 1, 0);
+	{
+		Buckets		b;
+
+		/* one bucket wide enough for the last five minutes */
+		count_pushed(&tenant, NULL, NULL, NULL, now - 300 * USECS_PER_SEC, now,
+					 (int64) 1000000 * USECS_PER_DAY, &b);
+		ingested = 0;
+		for (int i = 0; i < b.n; i++)
+			ingested += b.count[i];
+	}
 	qsj_object(&j, "throughput");
 	write_rate(&j, "ingestedPerSecond", ingested, 300);
 	write_rate(&j, "processedPerSecond", 0, 300);	/* consumption times are not kept */
@@ -156,20 +269,6 @@ qs_overview(PG_FUNCTION_ARGS)
 	qs_spi_finish();
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }
-
-/* Pushed messages per bucket (newest first), bounded by the range through log_segments_created_idx. */
-static QsPlan throughput_plan = {
-	"SELECT date_bin(make_interval(mins => $4), s.created_at, timestamptz '2000-01-01 00:00:00+00'),"
-	"       sum(s.end_offset - s.base_offset + 1)::bigint"
-	"  FROM queen.log_segments s"
-	"  JOIN queen.log_partitions p ON p.id = s.partition_id"
-	"  JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE s.created_at >= $2 AND s.created_at <= $3 AND q.tenant_id = $1"
-	"   AND ($5::text IS NULL OR q.name = $5) AND ($6::text IS NULL OR q.namespace = $6)"
-	"   AND ($7::text IS NULL OR q.task = $7)"
-	" GROUP BY 1 ORDER BY 1 DESC",
-	7, {UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID, TEXTOID}
-};
 
 static QsPlan leases_plan = {
 	"SELECT count(*), count(DISTINCT c.partition_id),"
@@ -239,38 +338,27 @@ filter_args(const StatusArgs *a, Datum *args, char *nulls)
 static void
 write_throughput(QsJson *j, const StatusArgs *a)
 {
-	Datum		args[7];
-	char		nulls[7];
-	Datum		f[4];
-	char		fn[4];
+	Buckets		b;
 	int			secs = a->bucket * 60;
+	int			points = 0;
 
-	filter_args(a, f, fn);
-	args[0] = f[0];
-	nulls[0] = ' ';
-	args[1] = TimestampTzGetDatum(a->from);
-	args[2] = TimestampTzGetDatum(a->to);
-	args[3] = Int32GetDatum(a->bucket);
-	nulls[1] = nulls[2] = nulls[3] = ' ';
-	for (int i = 0; i < 3; i++)
-	{
-		args[i + 4] = f[i + 1];
-		nulls[i + 4] = fn[i + 1];
-	}
-	qs_exec(&throughput_plan, args, nulls, 0);
-	qsj_int(j, "pointCount", (int64) SPI_processed);
+	count_pushed(&a->tenant, a->queue, a->ns, a->task, a->from, a->to,
+				 (int64) a->bucket * USECS_PER_MINUTE, &b);
+	for (int i = 0; i < b.n; i++)
+		points += b.count[i] > 0;
+	/* Queen lists the buckets that have data, newest first */
+	qsj_int(j, "pointCount", points);
 	qsj_array(j, "throughput");
-	for (uint64 r = 0; r < SPI_processed; r++)
+	for (int i = b.n - 1; i >= 0; i--)
 	{
-		bool		isnull;
-		int64		pushed = qs_col_int64(r, 2, 0);
-
+		if (b.count[i] == 0)
+			continue;
 		CHECK_FOR_INTERRUPTS();
 		qsj_object(j, NULL);
-		qsr_time_s(j, "timestamp", DatumGetTimestampTz(qs_col(r, 1, &isnull)));
-		qsj_int(j, "ingested", pushed);
+		qsr_time_s(j, "timestamp", b.first + (int64) i * b.width);
+		qsj_int(j, "ingested", b.count[i]);
 		qsj_int(j, "processed", 0);
-		write_rate(j, "ingestedPerSecond", pushed, secs);
+		write_rate(j, "ingestedPerSecond", b.count[i], secs);
 		write_rate(j, "processedPerSecond", 0, secs);
 		qsj_int(j, "avgLagMs", 0);
 		qsj_int(j, "maxLagMs", 0);

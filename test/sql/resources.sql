@@ -235,3 +235,5 @@ SELECT p.oid::regprocedure AS function, p.prosecdef AS definer,
    AND p.proname IN ('queues_list', 'queue_detail', 'overview', 'namespaces', 'tasks', 'status',
                      'status_queues', 'status_queue', 'queue_messages', 'messages', 'message')
  ORDER BY p.proname;
+
+DROP EXTENSION queen_streams CASCADE;
