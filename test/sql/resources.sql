@@ -60,7 +60,7 @@ SELECT pg_temp.try($$SELECT queen.queue_detail('nope')$$) AS detail_404,
        pg_temp.try($$SELECT queen.queue_detail('')$$) AS detail_empty;
 
 -------------------------------------------------------------------------
--- Two queues: shop.orders (namespace shop, task fulfil) with partitions eu
+-- Two queues: shop.orders (namespace shop, task fulfil; configure adds an empty Default) with partitions eu
 -- (5 + 3 messages, two segments) and us (2), and plain (namespace plain, no task).
 -------------------------------------------------------------------------
 SELECT (queen.configure('{"queue":"shop.orders","namespace":"shop","task":"fulfil",
