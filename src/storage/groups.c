@@ -380,6 +380,7 @@ qs_consumer_groups(PG_FUNCTION_ARGS)
 	qsj_array(&j, NULL);
 	for (int i = 1; i <= n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (i < n && strcmp(rows[i].group, rows[from].group) == 0 &&
 			strcmp(rows[i].queue, rows[from].queue) == 0)
 			continue;
@@ -461,7 +462,10 @@ qs_consumer_groups_lagging(PG_FUNCTION_ARGS)
 	qsort(keep, nkeep, sizeof(CursorRow *), lag_cmp);
 	qsj_array(&j, NULL);
 	for (int i = 0; i < nkeep; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
 		emit_lagging_row(&j, keep[i]);
+	}
 	qsj_end_array(&j);
 	qs_spi_finish();
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
@@ -507,6 +511,7 @@ qs_consumer_group(PG_FUNCTION_ARGS)
 	qsj_object(&j, NULL);
 	for (int i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (i == 0 || strcmp(rows[i].queue, rows[i - 1].queue) != 0)
 		{
 			if (i > 0)
