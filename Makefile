@@ -27,6 +27,7 @@ OBJS = \
 	src/http/worker.o \
 	src/storage/codec.o \
 	src/storage/configure.o \
+	src/storage/groups.o \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
