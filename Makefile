@@ -29,6 +29,7 @@ OBJS = \
 	src/storage/push.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
+	src/storage/transaction.o \
 	src/storage/lease.o \
 	src/storage/retention.o \
 	src/streams/cycle.o \
