@@ -331,10 +331,16 @@ run_acks(TxnReq *r)
 	args[1] = qs_uuid_datum(&r->tenant);
 	qs_exec(&ack_plan, args, NULL, 1);
 	if (SPI_processed != 1)
-		elog(ERROR, "queen_streams: queen.ack returned no row");
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("queen.ack returned no row")));
 	res = DatumGetJsonbP(qs_col(0, 1, &isnull));
 	if (isnull || !JB_ROOT_IS_ARRAY(res) || (int) JsonContainerSize(&res->root) != r->nacks)
-		elog(ERROR, "queen_streams: queen.ack returned an unexpected result");
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("queen.ack returned an unexpected result"),
+				 errdetail("One result per acknowledgment was expected, %d acknowledgments were sent.",
+						   r->nacks)));
 
 	/* one result per acknowledgment, in request order */
 	for (int i = 0; i < r->nrun; i++)
