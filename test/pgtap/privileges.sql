@@ -2,7 +2,7 @@
 -- fixed search_path, nobody but the owner may call them until granted, the
 -- tables are closed, and the pure codec helpers stay open to everyone.
 BEGIN;
-SELECT plan(54);
+SELECT plan(57);
 
 CREATE ROLE qs_tap_nobody;
 
@@ -12,6 +12,7 @@ SELECT is_definer(s, f, args, s || '.' || f || ' is SECURITY DEFINER')
 	('queen', 'push', ARRAY['jsonb', 'uuid', 'text']),
 	('queen', 'pop', ARRAY['text', 'text', 'text', 'integer', 'integer', 'boolean', 'uuid', 'text', 'text', 'integer']),
 	('queen', 'ack', ARRAY['jsonb', 'uuid']),
+	('queen', 'transaction', ARRAY['jsonb', 'uuid', 'text']),
 	('queen', 'renew_lease', ARRAY['text', 'integer', 'uuid']),
 	('queen', 'retention_sweep', ARRAY[]::text[]),
 	('queen', 'configure', ARRAY['jsonb', 'uuid']),
