@@ -16,7 +16,9 @@ OBJS = \
 	src/http/limits.o \
 	src/http/metrics.o \
 	src/http/router.o \
+	src/http/routes.o \
 	src/http/routes_admin.o \
+	src/http/routes_api.o \
 	src/http/routes_queue.o \
 	src/http/routes_streams.o \
 	src/http/shmem.o \
@@ -30,7 +32,10 @@ OBJS = \
 	src/storage/pop.o \
 	src/storage/ack.o \
 	src/storage/transaction.o \
+	src/storage/dlq.o \
+	src/storage/traces.o \
 	src/storage/lease.o \
+	src/storage/maintenance.o \
 	src/storage/retention.o \
 	src/streams/cycle.o \
 	src/streams/register.o \

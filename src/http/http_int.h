@@ -37,26 +37,16 @@ extern bool qs_http_group_flush;
 #define QS_TENANCY_HEADER	1
 
 /* ---------------------------------------------------------------- routes */
-typedef enum QsRouteId
-{
-	QS_R_PUSH,
-	QS_R_POP,
-	QS_R_ACK,
-	QS_R_ACK_BATCH,
-	QS_R_LEASE_EXTEND,
-	QS_R_QUERIES,
-	QS_R_STATE_GET,
-	QS_R_CYCLE,
-	QS_R_HEALTH,
-	QS_R_METRICS,
-	QS_R_CONFIGURE,
-	QS_R_DELETE_QUEUE,
-	QS_R_NONE,					/* 404, 405, refused before routing */
-	QS_R_COUNT
-} QsRouteId;
+/* A route is its row in the route table (routes.c); row 0 is "none". */
+typedef int QsRouteId;
 
-extern const char *const qs_route_names[QS_R_COUNT];
+#define QS_R_NONE		0		/* 404, 405, refused before routing */
+#define QS_MAX_ROUTES	96		/* rows of the table, for the shared counters */
+#define QS_MAX_PARAMS	4		/* :name segments of one pattern */
+
+extern const char *qs_route_name(QsRouteId id);
 extern const char *qs_route_method(QsRouteId id);
+extern int	qs_route_count(void);
 
 /* Status codes counted per route in /metrics; the last bucket is "other". */
 #define QS_CODE_COUNT 14
@@ -109,7 +99,7 @@ typedef struct QsHttpShared
 	slock_t		mutex;			/* inserts into stats[] */
 	pg_atomic_uint64 wakes;		/* commits that moved a generation */
 	QsWorkerSlot workers[QS_MAX_WORKERS];
-	pg_atomic_uint64 requests[QS_R_COUNT][QS_CODE_COUNT];
+	pg_atomic_uint64 requests[QS_MAX_ROUTES][QS_CODE_COUNT];
 	/* the wake board: per queue hash slot, a generation and who waits on it */
 	pg_atomic_uint64 gen[QS_WAKE_SLOTS];
 	pg_atomic_uint64 waiters[QS_WAKE_SLOTS];
@@ -179,7 +169,8 @@ typedef struct QsReq
 	QsRouteId	route;
 	const char *method;
 	char	   *url;
-	char	   *arg;			/* :leaseId, :queue */
+	char	   *arg;			/* the first :param of the path */
+	char	   *params[QS_MAX_PARAMS];	/* every :param, in order */
 	pg_uuid_t	tenant;
 	char	   *sub;			/* the bearer token's subject (auth = jwt) */
 	const char *www_authenticate;	/* the challenge of a 401 */
@@ -247,6 +238,37 @@ typedef struct QsRouteDef
 	bool		needs_extension;
 	bool		needs_xact;
 } QsRouteDef;
+
+/*
+ * A route that is one call of a SQL function returning jsonb: the listener
+ * binds each argument from the request and answers the result with `ok`.
+ * An argument is ":name" (that path segment, text), "?name" (that query
+ * parameter, text, NULL when absent or empty), "body" (the JSON body,
+ * jsonb), "body?" (the body if there is one, else NULL), "tenant" (uuid) or
+ * "sub" (the token's subject, text or NULL). Casts go in the SQL.
+ */
+#define QS_CALL_MAX_ARGS 10
+typedef struct QsCall
+{
+	const char *sql;
+	int			ok;				/* status of a completed call */
+	const char *args[QS_CALL_MAX_ARGS];
+} QsCall;
+
+/* One row of the route table. */
+typedef struct QsRoute
+{
+	const char *method;
+	const char *pattern;		/* "/api/v1/consumer-groups/:group" */
+	const char *name;			/* the route label in /metrics */
+	QsAccess	access;			/* needed with queen_streams.auth = jwt */
+	const QsRouteDef *def;		/* a hand-written route, or */
+	const QsCall *call;			/* a SQL call (routes_api.c) */
+} QsRoute;
+
+extern const QsRoute qs_routes[];
+extern const int qs_nroutes;
+extern const QsRouteDef qs_route_call;
 
 extern const QsRouteDef qs_route_push;
 extern const QsRouteDef qs_route_pop;

@@ -150,21 +150,33 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only)
 
 	header(out, "queen_streams_http_requests_total", "counter",
 		   "HTTP requests answered, by route and status code.");
-	for (int r = 0; r < QS_R_COUNT; r++)
+	/* rows that share a label (two pop patterns, say) are counted as one */
+	for (int r = 0; r < qs_route_count(); r++)
+	{
+		bool		seen = false;
+
+		for (int e = 0; e < r && !seen; e++)
+			seen = strcmp(qs_route_name(e), qs_route_name(r)) == 0;
+		if (seen)
+			continue;
 		for (int c = 0; c < QS_CODE_COUNT; c++)
 		{
-			uint64		n = pg_atomic_read_u64(&s->requests[r][c]);
+			uint64		n = 0;
 
+			for (int o = r; o < qs_route_count(); o++)
+				if (strcmp(qs_route_name(o), qs_route_name(r)) == 0)
+					n += pg_atomic_read_u64(&s->requests[o][c]);
 			if (n == 0)
 				continue;
 			appendStringInfo(out, "queen_streams_http_requests_total{route=\"%s\",code=\"",
-							 qs_route_names[r]);
+							 qs_route_name(r));
 			if (c < QS_CODE_COUNT - 1)
 				appendStringInfo(out, "%d", qs_counted_codes[c]);
 			else
 				appendStringInfoString(out, "other");
 			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
 		}
+	}
 
 	header(out, "queen_streams_http_connections", "gauge", "Open HTTP connections, by worker.");
 	for (int w = 0; w < qs_http_workers; w++)

@@ -29,52 +29,23 @@
 #include "utils/syscache.h"
 #include "utils/timeout.h"
 
-const char *const qs_route_names[QS_R_COUNT] = {
-	"push", "pop", "ack", "ack_batch", "lease_extend",
-	"streams_queries", "streams_state_get", "streams_cycle",
-	"health", "metrics", "configure", "delete_queue", "none"
-};
-
-/* The method each route answers to (405 with Allow otherwise). */
-static const char *const route_method[QS_R_COUNT] = {
-	"POST", "GET", "POST", "POST", "POST", "POST", "POST", "POST",
-	"GET", "GET", "POST", "DELETE", "GET"
-};
-
-/*
- * The access level each route needs with queen_streams.auth = jwt (the
- * spec's Access level column). Push also admits write-only tokens; /health
- * needs none.
- */
-static const QsAccess route_access[QS_R_COUNT] = {
-	[QS_R_PUSH] = QS_ACCESS_PUSH_ONLY,
-	[QS_R_POP] = QS_ACCESS_WRITE,
-	[QS_R_ACK] = QS_ACCESS_WRITE,
-	[QS_R_ACK_BATCH] = QS_ACCESS_WRITE,
-	[QS_R_LEASE_EXTEND] = QS_ACCESS_WRITE,
-	[QS_R_QUERIES] = QS_ACCESS_WRITE,
-	[QS_R_STATE_GET] = QS_ACCESS_READ,
-	[QS_R_CYCLE] = QS_ACCESS_WRITE,
-	[QS_R_HEALTH] = QS_ACCESS_NONE,
-	[QS_R_METRICS] = QS_ACCESS_READ,
-	[QS_R_CONFIGURE] = QS_ACCESS_ADMIN,
-	[QS_R_DELETE_QUEUE] = QS_ACCESS_ADMIN,
-	[QS_R_NONE] = QS_ACCESS_NONE,
-};
+const char *
+qs_route_name(QsRouteId id)
+{
+	return qs_routes[id].name;
+}
 
 const char *
 qs_route_method(QsRouteId id)
 {
-	return route_method[id];
+	return qs_routes[id].method;
 }
 
-/* Activity shown in pg_stat_activity while a route runs. */
-static const char *const route_activity[QS_R_COUNT] = {
-	"POST /api/v1/push", "GET /api/v1/pop", "POST /api/v1/ack", "POST /api/v1/ack/batch",
-	"POST /api/v1/lease/:leaseId/extend", "POST /streams/v1/queries",
-	"POST /streams/v1/state/get", "POST /streams/v1/cycle", "GET /health",
-	"GET /metrics", "POST /api/v1/configure", "DELETE /api/v1/resources/queues/:queue", "-"
-};
+int
+qs_route_count(void)
+{
+	return qs_nroutes;
+}
 
 const int	qs_counted_codes[QS_CODE_COUNT - 1] = {
 	200, 201, 204, 400, 403, 404, 405, 409, 413, 431, 500, 503, 504
@@ -203,96 +174,101 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 static const QsRouteDef *
 route_def(QsRouteId id)
 {
-	switch (id)
-	{
-		case QS_R_PUSH:
-			return &qs_route_push;
-		case QS_R_POP:
-			return &qs_route_pop;
-		case QS_R_ACK:
-			return &qs_route_ack;
-		case QS_R_ACK_BATCH:
-			return &qs_route_ack_batch;
-		case QS_R_LEASE_EXTEND:
-			return &qs_route_lease_extend;
-		case QS_R_QUERIES:
-			return &qs_route_queries;
-		case QS_R_STATE_GET:
-			return &qs_route_state_get;
-		case QS_R_CYCLE:
-			return &qs_route_cycle;
-		case QS_R_HEALTH:
-			return &qs_route_health;
-		case QS_R_METRICS:
-			return &qs_route_metrics;
-		case QS_R_CONFIGURE:
-			return &qs_route_configure;
-		case QS_R_DELETE_QUEUE:
-			return &qs_route_delete_queue;
-		default:
-			return NULL;
-	}
+	if (id == QS_R_NONE)
+		return NULL;
+	return qs_routes[id].call ? &qs_route_call : qs_routes[id].def;
 }
 
-/* Match the path; sets req->route (and :leaseId, :queue) or answers 404/405. */
+/*
+ * Whether `path` matches `pattern`; each ":name" segment matches one
+ * non-empty segment, whose bounds are stored in params (into path).
+ */
+static bool
+pattern_match(const char *pattern, const char *path, const char **ps, int *pl, int *np)
+{
+	*np = 0;
+	while (*pattern && *path)
+	{
+		if (*pattern != '/' || *path != '/')
+			return false;
+		pattern++, path++;
+		if (*pattern == ':')
+		{
+			const char *end = strchr(path, '/');
+			int			len = end ? end - path : (int) strlen(path);
+
+			if (len == 0 || *np == QS_MAX_PARAMS)
+				return false;
+			ps[*np] = path;
+			pl[(*np)++] = len;
+			path += len;
+			pattern = strchrnul(pattern, '/');
+		}
+		else
+		{
+			const char *end = strchrnul(pattern, '/');
+			int			len = end - pattern;
+
+			if (strncmp(pattern, path, len) != 0 || (path[len] != '/' && path[len] != '\0'))
+				return false;
+			pattern += len;
+			path += len;
+		}
+	}
+	return *pattern == '\0' && *path == '\0';
+}
+
+/*
+ * Match the path against the route table; sets req->route and the path
+ * parameters, or answers 404 (no pattern matches), 405 (a pattern matches
+ * but not with this method) or 400 (a parameter that is not valid text).
+ */
 static bool
 match_route(QsReq *req)
 {
 	char	   *path = req->url;
 	int			len = strlen(path);
-	QsRouteId	id = QS_R_NONE;
+	QsRouteId	path_match = QS_R_NONE;
 
 	if (len > 1 && path[len - 1] == '/')
 		path[--len] = '\0';
 
-	if (strcmp(path, "/api/v1/push") == 0)
-		id = QS_R_PUSH;
-	else if (strncmp(path, "/api/v1/pop/queue/", 18) == 0 && path[18] != '\0')
-		id = QS_R_POP;
-	else if (strcmp(path, "/api/v1/ack") == 0)
-		id = QS_R_ACK;
-	else if (strcmp(path, "/api/v1/ack/batch") == 0)
-		id = QS_R_ACK_BATCH;
-	else if (strncmp(path, "/api/v1/lease/", 14) == 0 && len > 21 &&
-			 strcmp(path + len - 7, "/extend") == 0)
+	for (int id = 1; id < qs_nroutes; id++)
 	{
-		id = QS_R_LEASE_EXTEND;
-		req->arg = pnstrdup(path + 14, len - 21);
-		if (req->arg[0] == '\0' || strchr(req->arg, '/') != NULL)
-			id = QS_R_NONE;
-	}
-	else if (strcmp(path, "/api/v1/configure") == 0)
-		id = QS_R_CONFIGURE;
-	else if (strncmp(path, "/api/v1/resources/queues/", 25) == 0 && path[25] != '\0' &&
-			 strchr(path + 25, '/') == NULL)
-	{
-		id = QS_R_DELETE_QUEUE;
-		req->arg = pstrdup(path + 25);
-	}
-	else if (strcmp(path, "/streams/v1/queries") == 0)
-		id = QS_R_QUERIES;
-	else if (strcmp(path, "/streams/v1/state/get") == 0)
-		id = QS_R_STATE_GET;
-	else if (strcmp(path, "/streams/v1/cycle") == 0)
-		id = QS_R_CYCLE;
-	else if (strcmp(path, "/health") == 0)
-		id = QS_R_HEALTH;
-	else if (strcmp(path, "/metrics") == 0)
-		id = QS_R_METRICS;
+		const char *ps[QS_MAX_PARAMS];
+		int			pl[QS_MAX_PARAMS];
+		int			np;
 
-	if (id == QS_R_NONE)
+		if (!pattern_match(qs_routes[id].pattern, path, ps, pl, &np))
+			continue;
+		if (strcmp(req->method, qs_routes[id].method) != 0)
+		{
+			if (path_match == QS_R_NONE)
+				path_match = id;
+			continue;
+		}
+		req->route = id;
+		for (int i = 0; i < np; i++)
+		{
+			if (!pg_verify_mbstr(GetDatabaseEncoding(), ps[i], pl[i], true))
+			{
+				qs_http_error(req, 400, "invalid byte sequence in the request path");
+				return false;
+			}
+			req->params[i] = pnstrdup(ps[i], pl[i]);
+		}
+		req->arg = req->params[0];
+		return true;
+	}
+	if (path_match == QS_R_NONE)
 	{
 		req->close = false;
 		qs_http_error(req, 404, "not found");
 		return false;
 	}
-	req->route = id;
-	if (strcmp(req->method, route_method[id]) != 0)
-	{
-		qs_http_error(req, 405, "method not allowed");
-		return false;
-	}
-	return true;
+	req->route = path_match;
+	qs_http_error(req, 405, "method not allowed");
+	return false;
 }
 
 /*
@@ -308,7 +284,7 @@ authenticate(QsReq *req)
 	QsToken		tok;
 
 	req->sub = NULL;
-	if (qs_auth_mode != QS_AUTH_JWT || route_access[req->route] == QS_ACCESS_NONE)
+	if (qs_auth_mode != QS_AUTH_JWT || qs_routes[req->route].access == QS_ACCESS_NONE)
 		return true;
 	h = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	if (h == NULL || pg_strncasecmp(h, "Bearer ", 7) != 0)
@@ -326,7 +302,7 @@ authenticate(QsReq *req)
 		qs_http_error(req, 401, err);
 		return false;
 	}
-	if (!qs_access_allows(tok.level, route_access[req->route]))
+	if (!qs_access_allows(tok.level, qs_routes[req->route].access))
 	{
 		qs_http_error(req, 403, "the token's role does not grant this route");
 		return false;
@@ -507,7 +483,7 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 			if (qs_http_statement_timeout_ms > 0)
 				enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
 			PushActiveSnapshot(GetTransactionSnapshot());
-			pgstat_report_activity(STATE_RUNNING, route_activity[req->route]);
+			pgstat_report_activity(STATE_RUNNING, psprintf("%s %s", req->method, qs_routes[req->route].pattern));
 			MemoryContextSwitchTo(cxt);
 
 			if (def->needs_extension && !qs_extension_installed())
@@ -555,8 +531,8 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 
 		req->parked = false;
 		status = qs_http_status_for_error(edata->sqlerrcode);
-		if (status == 400)
-			qs_http_error(req, 400, edata->message);
+		if (status == 400 || status == 404)
+			qs_http_error(req, status, edata->message);
 		else
 		{
 			ereport(LOG,

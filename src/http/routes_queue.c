@@ -11,6 +11,7 @@
  * leases that expire), or once more at its timeout, then answers 204.
  */
 #include "http/http_int.h"
+#include "storage/storage.h"
 
 #include <microhttpd.h>
 
@@ -27,6 +28,10 @@ static uint16 watch_count[QS_WAKE_SLOTS];
 
 static QsPlan push_plan = {
 	"SELECT queen.push($1, $2, $3)", 3, {JSONBOID, UUIDOID, TEXTOID}
+};
+
+static QsPlan push_buffer_plan = {
+	"SELECT queen.push_buffer($1, $2, $3)", 3, {JSONBOID, UUIDOID, TEXTOID}
 };
 
 static QsPlan pop_plan = {
@@ -99,7 +104,9 @@ push_run(QsReq *req)
 		nulls[2] = ' ';
 	}
 	qs_spi_connect();
-	b->response = qs_http_call(&push_plan, args, nulls, req->ctx);
+	/* push maintenance: hold the body for replay instead (maintenance.c) */
+	b->response = qs_http_call(qs_maintenance_on(false) ? &push_buffer_plan : &push_plan,
+							   args, nulls, req->ctx);
 	qs_spi_finish();
 	respond_jsonb(req, 201, b->response);
 }
@@ -209,6 +216,14 @@ pop_run(QsReq *req)
 	Jsonb	   *jb;
 	int			n;
 
+	if (qs_maintenance_on(true))
+	{
+		/* pop maintenance: empty at once, parked pops included */
+		req->status = 204;
+		req->resp = pstrdup("");
+		req->resp_len = 0;
+		return;
+	}
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(p->queue);
 	args[1] = p->partition ? CStringGetTextDatum(p->partition) : (Datum) 0;

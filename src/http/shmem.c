@@ -59,7 +59,7 @@ qs_shmem_startup(void)
 			pg_atomic_init_u32(&s->workers[i].parked, 0);
 			pg_atomic_init_u64(&s->workers[i].requests, 0);
 		}
-		for (int r = 0; r < QS_R_COUNT; r++)
+		for (int r = 0; r < QS_MAX_ROUTES; r++)
 			for (int c = 0; c < QS_CODE_COUNT; c++)
 				pg_atomic_init_u64(&s->requests[r][c], 0);
 		for (int i = 0; i < QS_WAKE_SLOTS; i++)

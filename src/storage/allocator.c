@@ -32,8 +32,9 @@ static QsPlan create_partition_plan = {
 	3, {UUIDOID, TEXTOID, TEXTOID}
 };
 
-static void
-check_name(const char *kind, const char *name)
+/* A queue or partition name: not empty, at most 255 bytes. */
+void
+qs_check_name(const char *kind, const char *name)
 {
 	if (name[0] == '\0')
 		ereport(ERROR,
@@ -52,8 +53,8 @@ qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 {
 	Datum		args[3];
 
-	check_name("queue", queue);
-	check_name("partition", partition);
+	qs_check_name("queue", queue);
+	qs_check_name("partition", partition);
 	args[0] = qs_uuid_datum(tenant);
 	args[1] = CStringGetTextDatum(queue);
 	args[2] = CStringGetTextDatum(partition);

@@ -3,8 +3,12 @@
  * queen.delete_queue (DELETE /api/v1/resources/queues/:queue).
  *
  * configure creates or replaces a queue's settings under the tenant, as
- * Queen's route does: an option left out takes its default (leaseTime 300).
- * Unknown option names and wrong types are refused before anything is written.
+ * Queen's route does: a full replace, so an option left out (or null) takes
+ * its default, and a namespace or task that is not a string becomes ''.
+ * Queen drops option names it does not know; so do we, for compatibility,
+ * but the answer lists them under "ignored" and the server log names them,
+ * so a typo is visible. A known option of the wrong type is refused before
+ * anything is written.
  */
 #include "storage/storage.h"
 
@@ -27,11 +31,18 @@ typedef struct QueueOption
 	int			min;
 } QueueOption;
 
-/* Every option here has an effect somewhere in src/storage. */
+/*
+ * Queen's fifteen options, then ours. Where each takes effect is in the
+ * README ("Queue configuration"); priority and ttl are stored and shown
+ * only, as in Queen.
+ */
 static const QueueOption options[] = {
-	{"leaseTime", "lease_time", OPT_INT, 300, 1},
+	{"priority", "priority", OPT_INT, 0, PG_INT32_MIN},
+	{"leaseTime", "lease_time", OPT_INT, 300, 0},
 	{"retryLimit", "retry_limit", OPT_INT, 3, 0},
 	{"retryDelay", "retry_delay", OPT_INT, 1000, 0},
+	{"maxSize", "max_queue_size", OPT_INT, 0, 0},
+	{"ttl", "ttl", OPT_INT, 3600, 0},
 	{"deadLetterQueue", "dead_letter_queue", OPT_BOOL, true, 0},
 	{"dlqAfterMaxRetries", "dlq_after_max_retries", OPT_BOOL, true, 0},
 	{"delayedProcessing", "delayed_processing", OPT_INT, 0, 0},
@@ -40,12 +51,20 @@ static const QueueOption options[] = {
 	{"completedRetentionSeconds", "completed_retention_seconds", OPT_INT, 0, 0},
 	{"retentionEnabled", "retention_enabled", OPT_BOOL, false, 0},
 	{"encryptionEnabled", "encryption_enabled", OPT_BOOL, false, 0},
+	{"maxWaitTimeSeconds", "max_wait_time_seconds", OPT_INT, 0, 0},
 	{"dedupWindowSeconds", "dedup_window_seconds", OPT_INT, 3600, 0},
 };
 
 #define NOPTIONS lengthof(options)
+#define NFIXED 4				/* tenant, name, namespace, task */
 
 static QsPlan upsert_plan = {NULL};
+
+static QsPlan default_partition_plan = {
+	"INSERT INTO queen.log_partitions (queue_id, name) VALUES ($1, 'Default')"
+	" ON CONFLICT (queue_id, name) DO UPDATE SET name = EXCLUDED.name RETURNING id",
+	1, {UUIDOID}
+};
 
 static QsPlan *
 configure_plan(void)
@@ -63,20 +82,19 @@ configure_plan(void)
 		for (int i = 0; i < (int) NOPTIONS; i++)
 		{
 			appendStringInfo(&cols, ", %s", options[i].column);
-			appendStringInfo(&vals, ", $%d", i + 5);
+			appendStringInfo(&vals, ", $%d", i + NFIXED + 1);
 			appendStringInfo(&sets, ", %s = EXCLUDED.%s", options[i].column, options[i].column);
-			upsert_plan.argtypes[i + 4] = options[i].type == OPT_INT ? INT4OID : BOOLOID;
+			upsert_plan.argtypes[i + NFIXED] = options[i].type == OPT_INT ? INT4OID : BOOLOID;
 		}
 		initStringInfo(&sql);
 		appendStringInfo(&sql,
 						 "INSERT INTO queen.queues (tenant_id, name, namespace, task%s)"
-						 " VALUES ($1, $2, COALESCE($3, split_part($2, '.', 1)),"
-						 "         COALESCE($4, split_part($2, '.', 2))%s)"
+						 " VALUES ($1, $2, $3, $4%s)"
 						 " ON CONFLICT (tenant_id, name) DO UPDATE"
 						 "   SET namespace = EXCLUDED.namespace, task = EXCLUDED.task%s"
-						 " RETURNING (xmax = 0), namespace, task",
+						 " RETURNING (xmax = 0), id",
 						 cols.data, vals.data, sets.data);
-		upsert_plan.nargs = 4 + NOPTIONS;
+		upsert_plan.nargs = NFIXED + NOPTIONS;
 		upsert_plan.argtypes[0] = UUIDOID;
 		upsert_plan.argtypes[1] = TEXTOID;
 		upsert_plan.argtypes[2] = TEXTOID;
@@ -84,6 +102,101 @@ configure_plan(void)
 		upsert_plan.sql = MemoryContextStrdup(TopMemoryContext, sql.data);
 	}
 	return &upsert_plan;
+}
+
+static void
+bad_option(const QueueOption *o, const char *want)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("options: \"%s\" must be %s", o->name, want)));
+}
+
+/*
+ * An option's value: absent or null is the default. As Queen casts each
+ * option from its text, an integer may also come as a string of digits and
+ * a boolean as a PostgreSQL boolean literal ("t", "yes", "1", ...).
+ */
+static int
+option_value(JsonbContainer *opts, const QueueOption *o)
+{
+	JsonbValue	v;
+
+	if (opts == NULL || !qs_json_get(opts, o->name, &v))
+		return o->dflt;
+	if (o->type == OPT_BOOL)
+	{
+		bool		b;
+
+		if (v.type == jbvBool)
+			return v.val.boolean;
+		if (v.type == jbvString &&
+			parse_bool_with_len(v.val.string.val, v.val.string.len, &b))
+			return b;
+		bad_option(o, "a boolean");
+	}
+	else
+	{
+		int64		n;
+
+		if (v.type == jbvNumeric)
+			n = qs_json_int(opts, o->name, "options", 0);
+		else if (v.type == jbvString)
+		{
+			char	   *s = pnstrdup(v.val.string.val, v.val.string.len);
+			char	   *end;
+
+			errno = 0;
+			n = strtoll(s, &end, 10);
+			if (s[0] == '\0' || *end != '\0' || errno != 0)
+				bad_option(o, "an integer");
+		}
+		else
+			bad_option(o, "an integer");
+		if (n < o->min || n > PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("options: \"%s\" must be an integer from %d to %d",
+							o->name, o->min, PG_INT32_MAX),
+					 errdetail("Got " INT64_FORMAT ".", n)));
+		return (int) n;
+	}
+	return o->dflt;				/* not reached */
+}
+
+/* Option names we do not know, in the request's order. */
+static List *
+unknown_options(JsonbContainer *opts)
+{
+	List	   *ignored = NIL;
+	JsonbIterator *it = JsonbIteratorInit(opts);
+	JsonbValue	k;
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+	{
+		bool		known = false;
+
+		if (tok != WJB_KEY)
+			continue;
+		for (int i = 0; i < (int) NOPTIONS && !known; i++)
+			known = strlen(options[i].name) == (size_t) k.val.string.len &&
+				memcmp(options[i].name, k.val.string.val, k.val.string.len) == 0;
+		if (!known)
+			ignored = lappend(ignored, pnstrdup(k.val.string.val, k.val.string.len));
+	}
+	return ignored;
+}
+
+/* namespace and task: a string, or '' for anything else (null included). */
+static char *
+label(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	v;
+
+	if (qs_json_get(obj, key, &v) && v.type == jbvString)
+		return pnstrdup(v.val.string.val, v.val.string.len);
+	return "";
 }
 
 PG_FUNCTION_INFO_V1(qs_configure);
@@ -97,8 +210,11 @@ qs_configure(PG_FUNCTION_ARGS)
 			   *ns,
 			   *task;
 	int			values[NOPTIONS];
-	Datum		args[4 + NOPTIONS];
-	char		nulls[4 + NOPTIONS];
+	Datum		args[NFIXED + NOPTIONS];
+	Datum		queue_id,
+				partition_id;
+	List	   *ignored = NIL;
+	ListCell   *lc;
 	JsonbValue	v;
 	bool		created,
 				isnull;
@@ -110,90 +226,60 @@ qs_configure(PG_FUNCTION_ARGS)
 				 errmsg("request body must be a JSON object")));
 	obj = qs_json_object_arg(PG_GETARG_JSONB_P(0), "request body");
 	qs_tenant_arg(fcinfo, 1, &tenant);
-	queue = qs_json_string(obj, "queue", "configure request", false);
-	if (queue == NULL || queue[0] == '\0')
+	if (!qs_json_get(obj, "queue", &v) || v.type != jbvString || v.val.string.len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queue is required")));
-	if (strlen(queue) > 255)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("queue name is too long"),
-				 errdetail("Names are at most 255 bytes.")));
-	ns = qs_json_string(obj, "namespace", "configure request", false);
-	task = qs_json_string(obj, "task", "configure request", false);
+	queue = pnstrdup(v.val.string.val, v.val.string.len);
+	qs_check_name("queue", queue);
+	ns = label(obj, "namespace");
+	task = label(obj, "task");
+	if (ns[0] != '\0')
+		qs_check_name("namespace", ns);
+	if (task[0] != '\0')
+		qs_check_name("task", task);
 
 	if (qs_json_get(obj, "options", &v))
 	{
-		JsonbIterator *it;
-		JsonbValue	k;
-		JsonbIteratorToken tok;
-
 		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("configure request: \"options\" must be an object")));
 		opts = v.val.binary.data;
-		/* refuse unknown names before anything is written */
-		it = JsonbIteratorInit(opts);
-		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
-		{
-			bool		known = false;
-
-			if (tok != WJB_KEY)
-				continue;
-			for (int i = 0; i < (int) NOPTIONS && !known; i++)
-				known = strlen(options[i].name) == (size_t) k.val.string.len &&
-					memcmp(options[i].name, k.val.string.val, k.val.string.len) == 0;
-			if (!known)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("unknown queue option \"%.*s\"", k.val.string.len, k.val.string.val),
-						 errhint("Known options: leaseTime, retryLimit, retryDelay, deadLetterQueue, "
-								 "dlqAfterMaxRetries, delayedProcessing, windowBuffer, retentionSeconds, "
-								 "completedRetentionSeconds, retentionEnabled, encryptionEnabled, "
-								 "dedupWindowSeconds.")));
-		}
+		ignored = unknown_options(opts);
 	}
-
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = qs_uuid_datum(&tenant);
-	args[1] = CStringGetTextDatum(queue);
-	args[2] = ns ? CStringGetTextDatum(ns) : (Datum) 0;
-	nulls[2] = ns ? ' ' : 'n';
-	args[3] = task ? CStringGetTextDatum(task) : (Datum) 0;
-	nulls[3] = task ? ' ' : 'n';
 	for (int i = 0; i < (int) NOPTIONS; i++)
 	{
-		const QueueOption *o = &options[i];
-
-		if (o->type == OPT_BOOL)
-			values[i] = opts ? qs_json_bool(opts, o->name, "options", o->dflt) : o->dflt;
-		else
-		{
-			int64		n = opts ? qs_json_int(opts, o->name, "options", o->dflt) : o->dflt;
-
-			if (n < o->min || n > PG_INT32_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("options: \"%s\" must be an integer from %d to %d", o->name, o->min, PG_INT32_MAX),
-						 errdetail("Got " INT64_FORMAT ".", n)));
-			values[i] = (int) n;
-		}
-		args[4 + i] = o->type == OPT_BOOL ? BoolGetDatum(values[i]) : Int32GetDatum(values[i]);
+		values[i] = option_value(opts, &options[i]);
+		args[NFIXED + i] = options[i].type == OPT_BOOL ?
+			BoolGetDatum(values[i]) : Int32GetDatum(values[i]);
 	}
+	foreach(lc, ignored)
+		ereport(LOG,
+				(errmsg("configure of queue \"%s\" ignored unknown option \"%s\"",
+						queue, (char *) lfirst(lc))));
+
+	args[0] = qs_uuid_datum(&tenant);
+	args[1] = CStringGetTextDatum(queue);
+	args[2] = CStringGetTextDatum(ns);
+	args[3] = CStringGetTextDatum(task);
 
 	qsj_init(&j);
 	qs_spi_connect();
-	qs_exec(configure_plan(), args, nulls, 1);
+	qs_exec(configure_plan(), args, NULL, 1);
 	created = qs_col_bool(0, 1, false);
-	ns = TextDatumGetCString(qs_col(0, 2, &isnull));
-	task = TextDatumGetCString(qs_col(0, 3, &isnull));
+	queue_id = qs_col(0, 2, &isnull);
+	qs_exec(&default_partition_plan, &queue_id, NULL, 1);
+	partition_id = qs_col(0, 1, &isnull);
+
 	qsj_object(&j, NULL);
-	qsj_bool(&j, "success", true);
+	qsj_bool(&j, "configured", true);
+	qsj_uuid(&j, "queueId", DatumGetUUIDP(queue_id));
+	qsj_uuid(&j, "partitionId", DatumGetUUIDP(partition_id));
 	qsj_str(&j, "queue", queue);
 	qsj_str(&j, "namespace", ns);
 	qsj_str(&j, "task", task);
+	qsj_str(&j, "storage", "log");
 	qsj_bool(&j, "created", created);
 	qsj_object(&j, "options");
 	for (int i = 0; i < (int) NOPTIONS; i++)
@@ -204,6 +290,10 @@ qs_configure(PG_FUNCTION_ARGS)
 			qsj_int(&j, options[i].name, values[i]);
 	}
 	qsj_end_object(&j);
+	qsj_array(&j, "ignored");
+	foreach(lc, ignored)
+		qsj_str(&j, NULL, (char *) lfirst(lc));
+	qsj_end_array(&j);
 	qsj_end_object(&j);
 	qs_spi_finish();
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
@@ -215,6 +305,7 @@ static QsPlan delete_plan = {
 	" p AS (SELECT id FROM queen.log_partitions WHERE queue_id IN (SELECT id FROM q)),"
 	" t AS (DELETE FROM queen.log_txns WHERE partition_id IN (SELECT id FROM p)),"
 	" d AS (DELETE FROM queen.log_dlq WHERE partition_id IN (SELECT id FROM p)),"
+	" tr AS (DELETE FROM queen.message_traces WHERE partition_id IN (SELECT id FROM p)),"
 	" s AS (DELETE FROM queen_streams.state WHERE partition_id IN (SELECT id FROM p))"
 	"DELETE FROM queen.queues WHERE id IN (SELECT id FROM q) RETURNING 1",
 	2, {UUIDOID, TEXTOID}

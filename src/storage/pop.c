@@ -478,11 +478,10 @@ qs_pop(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("partitions must be a positive integer"),
 				 errdetail("Got %d.", max_partitions)));
-	if (mode && mode[0] != '\0' && strcmp(mode, "all") != 0 && strcmp(mode, "new") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid subscription mode \"%s\"", mode),
-				 errhint("Use \"all\" or \"new\".")));
+	/*
+	 * As Queen: only "new" means new; any other mode ("all",
+	 * "from_beginning", "new-only", "") reads from the start.
+	 */
 	if (partition && partition[0] == '\0')
 		partition = NULL;
 

@@ -1,6 +1,6 @@
 /*
  * retention.c: queen.retention_sweep. Deletes whole segments older than a
- * queue's retention, moves log_start past them, and purges hash sidecar rows
+ * queue's retention (or its maxWaitTimeSeconds), moves log_start past them, and purges hash sidecar rows
  * nobody can still need (facts §1.2, §1.4). Partitions are visited in
  * ascending id, the lock order pushes and cycles use. created_at is monotone
  * in offsets, so the new watermark stamps come from one index probe each.
@@ -9,12 +9,21 @@
 
 #include "catalog/pg_type_d.h"
 
+/*
+ * A partition's age limit: retentionSeconds when retention is enabled, and
+ * maxWaitTimeSeconds (Queen's eviction: messages waiting longer are
+ * deleted, not dead-lettered, whatever retentionEnabled says); the shorter.
+ */
 static QsPlan expired_plan = {
-	"SELECT p.id, q.retention_seconds FROM queen.log_partitions p"
-	"  JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE q.retention_enabled AND q.retention_seconds > 0"
-	"   AND p.oldest_live_at < now() - make_interval(secs => q.retention_seconds)"
-	" ORDER BY p.id",
+	"SELECT id, secs FROM ("
+	"  SELECT p.id, p.oldest_live_at,"
+	"         LEAST(CASE WHEN q.retention_enabled AND q.retention_seconds > 0"
+	"                    THEN q.retention_seconds END,"
+	"               NULLIF(q.max_wait_time_seconds, 0)) AS secs"
+	"    FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	"   WHERE (q.retention_enabled AND q.retention_seconds > 0) OR q.max_wait_time_seconds > 0) a"
+	" WHERE oldest_live_at < now() - make_interval(secs => secs)"
+	" ORDER BY id",
 	0, {}
 };
 

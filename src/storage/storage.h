@@ -51,6 +51,7 @@ typedef struct QsPartition
 	bool		encrypt;
 } QsPartition;
 
+extern void qs_check_name(const char *kind, const char *name);
 extern bool qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 								 const char *partition, bool create, QsPartition *out);
 
@@ -127,5 +128,8 @@ typedef struct QsPushGroup
 extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what);
 extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 								  bool repack, int *ngroups);
+
+/* maintenance.c */
+extern bool qs_maintenance_on(bool pop);
 
 #endif							/* QS_STORAGE_H */

@@ -2,7 +2,7 @@
 -- fixed search_path, nobody but the owner may call them until granted, the
 -- tables are closed, and the pure codec helpers stay open to everyone.
 BEGIN;
-SELECT plan(57);
+SELECT plan(72);
 
 CREATE ROLE qs_tap_nobody;
 

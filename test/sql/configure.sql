@@ -20,16 +20,19 @@ END $$;
 \set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
 
 -- The defaults configure writes for an option left out.
-CREATE TEMP TABLE defaults AS SELECT '{"leaseTime":300,"retryLimit":3,"retryDelay":1000,
-  "deadLetterQueue":true,"dlqAfterMaxRetries":true,"delayedProcessing":0,"windowBuffer":0,
-  "retentionSeconds":0,"completedRetentionSeconds":0,"retentionEnabled":false,
-  "encryptionEnabled":false,"dedupWindowSeconds":3600}'::jsonb AS d;
+CREATE TEMP TABLE defaults AS SELECT '{"priority":0,"leaseTime":300,"retryLimit":3,
+  "retryDelay":1000,"maxSize":0,"ttl":3600,"deadLetterQueue":true,"dlqAfterMaxRetries":true,
+  "delayedProcessing":0,"windowBuffer":0,"retentionSeconds":0,"completedRetentionSeconds":0,
+  "retentionEnabled":false,"encryptionEnabled":false,"maxWaitTimeSeconds":0,
+  "dedupWindowSeconds":3600}'::jsonb AS d;
 
 -- A queue's stored settings, under their wire names.
 CREATE FUNCTION pg_temp.stored(queue text, tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb LANGUAGE sql AS $$
-	SELECT jsonb_build_object('leaseTime', lease_time, 'retryLimit', retry_limit,
-	         'retryDelay', retry_delay, 'deadLetterQueue', dead_letter_queue,
+	SELECT jsonb_build_object('priority', priority, 'leaseTime', lease_time,
+	         'retryLimit', retry_limit, 'retryDelay', retry_delay, 'maxSize', max_queue_size,
+	         'ttl', ttl, 'maxWaitTimeSeconds', max_wait_time_seconds,
+	         'deadLetterQueue', dead_letter_queue,
 	         'dlqAfterMaxRetries', dlq_after_max_retries, 'delayedProcessing', delayed_processing,
 	         'windowBuffer', window_buffer, 'retentionSeconds', retention_seconds,
 	         'completedRetentionSeconds', completed_retention_seconds,
@@ -118,7 +121,7 @@ $$;
 -- Create, then replace: the answer lists every option; an option left out
 -- takes its default (leaseTime 300), not its previous value.
 -------------------------------------------------------------------------
-SELECT queen.configure('{"queue":"cfg.orders"}') AS first_answer;
+SELECT queen.configure('{"queue":"cfg.orders"}') - '{queueId,partitionId}'::text[] AS first_answer;
 SELECT pg_temp.stored('cfg.orders') = (SELECT d FROM defaults) AS stored_defaults;
 SELECT * FROM pg_temp.cfg('{"queue":"cfg.orders","options":{"leaseTime":30,"retryLimit":7,
   "retryDelay":250,"deadLetterQueue":false,"dlqAfterMaxRetries":false,"delayedProcessing":5,
@@ -150,8 +153,9 @@ SELECT * FROM pg_temp.cfg('{"queue":"cfg_auto"}');
 SELECT retry_delay FROM queen.queues WHERE name = 'cfg_auto';
 
 -------------------------------------------------------------------------
--- namespace and task: derived from a dotted name (first and second part)
--- unless given; a replace derives them again when left out.
+-- namespace and task: as Queen's configure, what was given, and '' for
+-- anything that is not a string (left out and null included); a replace
+-- wipes them when left out, even for a queue a push named with dots.
 -------------------------------------------------------------------------
 SELECT q AS queue, c.namespace, c.task
   FROM (VALUES ('{"queue":"cfg_plain"}'::jsonb), ('{"queue":"billing.invoices"}'),
@@ -159,7 +163,8 @@ SELECT q AS queue, c.namespace, c.task
                ('{"queue":"given","namespace":"ns","task":"tk"}'),
                ('{"queue":"half.given","namespace":"ns"}'),
                ('{"queue":"other.half","task":"tk"}'),
-               ('{"queue":"empty.given","namespace":"","task":""}')) v(q),
+               ('{"queue":"empty.given","namespace":"","task":""}'),
+               ('{"queue":"null.given","namespace":null,"task":5}')) v(q),
        LATERAL pg_temp.cfg(q) c;
 SELECT * FROM pg_temp.cfg('{"queue":"given"}');
 SELECT * FROM pg_temp.cfg('{"queue":"billing.invoices","namespace":"billing2","task":"inv"}');
@@ -183,26 +188,20 @@ CREATE TEMP TABLE before AS SELECT name, tenant_id, namespace, task, pg_temp.sto
 SELECT pg_temp.try(format('SELECT queen.configure(%L)', r)) AS error,
        CASE WHEN length(r::text) > 80 THEN left(r::text, 40) || '...' ELSE r::text END AS request
   FROM (VALUES
-    ('{"queue":"cfg.orders","options":{"leaseTim":30}}'::jsonb),
-    ('{"queue":"cfg_new","options":{"retryLimit":2,"bogus":1}}'),
-    ('{"queue":"cfg_new","options":{"leaseTime":30,"retryLimit":-1}}'),
-    ('{"queue":"cfg.orders","options":{"leaseTime":30,"ttl":5}}'),
-    ('{"queue":"cfg.orders","options":{"priority":1}}'),
-    ('{"queue":"cfg.orders","options":{"leasetime":30}}'),
-    ('{"queue":"cfg.orders","options":{"leaseTime":"30"}}'),
+    ('{"queue":"cfg_new","options":{"leaseTime":30,"retryLimit":-1}}'::jsonb),
+    ('{"queue":"cfg.orders","options":{"leaseTime":"30s"}}'),
+    ('{"queue":"cfg.orders","options":{"leaseTime":""}}'),
+    ('{"queue":"cfg.orders","options":{"maxSize":1.5}}'),
     ('{"queue":"cfg.orders","options":{"leaseTime":30.5}}'),
     ('{"queue":"cfg.orders","options":{"leaseTime":true}}'),
     ('{"queue":"cfg.orders","options":{"leaseTime":[30]}}'),
     ('{"queue":"cfg.orders","options":{"retryLimit":{}}}'),
     ('{"queue":"cfg.orders","options":{"deadLetterQueue":1}}'),
-    ('{"queue":"cfg.orders","options":{"encryptionEnabled":"true"}}'),
+    ('{"queue":"cfg.orders","options":{"encryptionEnabled":"maybe"}}'),
     ('{"queue":"cfg.orders","options":{"retentionEnabled":0}}'),
-    ('{"queue":"cfg.orders","options":{"leaseTime":0}}'),
     ('{"queue":"cfg.orders","options":{"leaseTime":2147483648}}'),
     ('{"queue":"cfg.orders","options":[]}'),
     ('{"queue":"cfg.orders","options":"leaseTime=30"}'),
-    ('{"queue":"cfg.orders","namespace":5}'),
-    ('{"queue":"cfg.orders","task":false}'),
     ('{"queue":5}'),
     ('{"queue":""}'),
     ('{"options":{"leaseTime":30}}'),
@@ -213,7 +212,7 @@ SELECT pg_temp.try($$SELECT queen.configure(NULL)$$) AS null_body;
 -- Every integer option refuses a negative number.
 SELECT k AS option, pg_temp.try(format('SELECT queen.configure(%L)',
          jsonb_build_object('queue', 'cfg.orders', 'options', jsonb_build_object('leaseTime', 30, k, -1)))) AS error
-  FROM defaults, jsonb_each(d) e(k, v) WHERE jsonb_typeof(v) = 'number' ORDER BY k;
+  FROM defaults, jsonb_each(d) e(k, v) WHERE jsonb_typeof(v) = 'number' AND k <> 'priority' ORDER BY k;
 -- A name of 255 bytes is accepted (256 are refused above).
 SELECT (pg_temp.cfg(jsonb_build_object('queue', repeat('q', 255)))).created AS name_255_bytes;
 DELETE FROM queen.queues WHERE name = repeat('q', 255);
@@ -223,6 +222,32 @@ SELECT count(*) AS changed_or_new
         EXCEPT SELECT * FROM before) x;
 SELECT count(*) AS gone FROM (SELECT * FROM before EXCEPT
   SELECT name, tenant_id, namespace, task, pg_temp.stored(name, tenant_id) FROM queen.queues) x;
+
+-------------------------------------------------------------------------
+-- What Queen's clients send is accepted: the JS client's defaults (maxSize,
+-- priority included), names Queen does not know (dropped, but listed under
+-- "ignored", in jsonb key order), integers as digit strings, booleans as
+-- PostgreSQL literals, a negative priority, leaseTime 0 (pop then leases for
+-- 60, tested with leaseTime below), a null namespace and task.
+-------------------------------------------------------------------------
+SELECT r->'ignored' AS ignored, pg_temp.nondefault(r->'options') AS options, r->>'configured' AS configured
+  FROM (VALUES
+    ('{"queue":"cfg_js","namespace":null,"task":null,"options":{"leaseTime":300,"retryLimit":3,
+       "priority":0,"delayedProcessing":0,"windowBuffer":0,"maxSize":0,"retentionSeconds":0,
+       "completedRetentionSeconds":0,"encryptionEnabled":false}}'::jsonb),
+    ('{"queue":"cfg_js","options":{"leaseTim":30,"bogus":{"x":1},"ttl":5,"priority":-2}}'),
+    ('{"queue":"cfg_js","options":{"leaseTime":"30","maxSize":"1000","encryptionEnabled":"yes",
+       "retentionEnabled":"t","dlqAfterMaxRetries":"off"}}'),
+    ('{"queue":"cfg_js","options":{"leaseTime":0,"maxWaitTimeSeconds":120,"retryDelay":null}}'),
+    ('{"queue":"cfg_js","options":null,"extra":"dropped"}')) v(q),
+    LATERAL (SELECT queen.configure(q) AS r) c;
+SELECT pg_temp.stored('cfg_js') = (SELECT d FROM defaults) AS last_replace_is_defaults;
+SELECT r ?& ARRAY['configured', 'queueId', 'partitionId', 'queue', 'namespace', 'task', 'storage',
+                  'options', 'ignored'] AS queen_shape,
+       r->>'partitionId' = pg_temp.pid('cfg_js')::text AS partition_is_default,
+       r->>'queueId' = (SELECT id::text FROM queen.queues WHERE name = 'cfg_js') AS queue_id
+  FROM (SELECT queen.configure('{"queue":"cfg_js"}') AS r) c;
+DELETE FROM queen.queues WHERE name = 'cfg_js';
 
 -------------------------------------------------------------------------
 -- leaseTime: a pop without lease_seconds leases for that long; lease_seconds
@@ -237,6 +262,10 @@ $$;
 SELECT pg_temp.txns(queen.pop('cfg_lease', batch => 1)) AS popped, pg_temp.lease_len('cfg_lease') AS lease_seconds;
 UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WHERE partition_id = pg_temp.pid('cfg_lease');
 SELECT pg_temp.txns(queen.pop('cfg_lease', batch => 1, lease_seconds => 7)) AS popped, pg_temp.lease_len('cfg_lease') AS lease_seconds;
+-- leaseTime 0 (Queen's "no lease time") leases for 60.
+SELECT (pg_temp.cfg('{"queue":"cfg_l0","options":{"leaseTime":0}}')).options;
+SELECT pg_temp.push('cfg_l0', 0, 0);
+SELECT pg_temp.txns(queen.pop('cfg_l0', batch => 1)) AS popped, pg_temp.lease_len('cfg_l0') AS lease_seconds;
 UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WHERE partition_id = pg_temp.pid('cfg_lease');
 SELECT (pg_temp.cfg('{"queue":"cfg_lease","options":{"retryDelay":0}}')).options;
 SELECT pg_temp.txns(queen.pop('cfg_lease', batch => 1)) AS popped, pg_temp.lease_len('cfg_lease') AS lease_seconds;

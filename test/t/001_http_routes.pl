@@ -69,8 +69,21 @@ is($doc->{leaseId}, '', 'autoAck has no lease');
 is($st, 400, 'batch=0 answers 400');
 ($st, $doc) = http_json($node, 'GET', '/api/v1/pop/queue/orders?batch=ten');
 is($st, 400, 'batch=ten answers 400');
-($st, $doc) = http_json($node, 'GET', '/api/v1/pop/queue/orders?subscriptionMode=sometimes');
-is($st, 400, 'bad subscriptionMode answers 400');
+# any subscription mode Queen accepts; only "new" means new
+http_json($node, 'POST', '/api/v1/push', { items => [ { queue => 'modes', payload => { id => 1 } } ] });
+($st, $doc) = http_json($node, 'GET',
+	'/api/v1/pop/queue/modes?subscriptionMode=from_beginning&consumerGroup=fb&batch=10');
+is($st, 200, 'subscriptionMode=from_beginning answers 200');
+is($doc->{messages}[0]{data}{id}, 1, 'from_beginning reads the backlog');
+($st, $doc) = http_json($node, 'GET',
+	'/api/v1/pop/queue/modes?subscriptionMode=sometimes&consumerGroup=st&batch=10');
+is($st, 200, 'an unknown mode reads like all');
+($st, $doc) = http_json($node, 'GET',
+	'/api/v1/pop/queue/modes?subscriptionMode=new&consumerGroup=nw&batch=10');
+is($st, 204, 'subscriptionMode=new skips the backlog');
+($st, $doc) = http_json($node, 'GET',
+	'/api/v1/pop/queue/modes?subscriptionFrom=notadate&consumerGroup=nd');
+is($st, 400, 'an unparsable subscriptionFrom answers 400');
 ($st) = http_json($node, 'GET', '/api/v1/pop/queue/nosuchqueue');
 is($st, 204, 'unknown queue answers 204');
 
