@@ -331,3 +331,5 @@ RESET queen_streams.encryption_key;
 SELECT has_function_privilege('public', 'queen.transaction(jsonb, uuid, text)', 'EXECUTE') AS public_can_execute,
        p.prosecdef, p.proconfig
   FROM pg_proc p WHERE p.oid = 'queen.transaction(jsonb, uuid, text)'::regprocedure;
+
+DROP EXTENSION queen_streams CASCADE;
