@@ -50,17 +50,14 @@ delete_run(QsReq *req)
 {
 	Datum		args[2];
 	Jsonb	   *res;
-	JsonbValue	v;
 
 	args[0] = CStringGetTextDatum(req->arg);
 	args[1] = qs_uuid_datum(&req->tenant);
 	qs_spi_connect();
 	res = qs_http_call(&delete_plan, args, NULL, req->ctx);
 	qs_spi_finish();
-	if (qs_json_get(&res->root, "deleted", &v) && v.type == jbvBool && !v.val.boolean)
-		qs_http_error(req, 404, "queue not found");
-	else
-		respond(req, 200, res);
+	/* 200 whether it existed or not, as Queen: a cleanup may delete twice */
+	respond(req, 200, res);
 }
 
 const QsRouteDef qs_route_configure = {configure_parse, configure_run, NULL, "configure failed", true, true};

@@ -336,10 +336,12 @@ qs_delete_queue(PG_FUNCTION_ARGS)
 	deleted = SPI_processed > 0;
 	qs_spi_finish();
 
+	/* Queen's answer: deleted is always true, existed says whether it was */
 	qsj_object(&j, NULL);
 	qsj_bool(&j, "success", true);
+	qsj_bool(&j, "deleted", true);
 	qsj_str(&j, "queue", queue);
-	qsj_bool(&j, "deleted", deleted);
+	qsj_bool(&j, "existed", deleted);
 	qsj_end_object(&j);
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }

@@ -555,7 +555,7 @@ SELECT * FROM pg_temp.all_holdings();
 -- The registered queries stay (their state on the deleted partitions is gone).
 SELECT name, CASE tenant_id WHEN :'t_def' THEN 'default' ELSE 'b' END AS tenant
   FROM queen_streams.queries WHERE name LIKE 'del.%' ORDER BY 1, 2 DESC;
--- Deleting it again, or a queue that never was: deleted false.
+-- Deleting it again, or a queue that never was: existed false (Queen's answer).
 SELECT queen.delete_queue('cfg_del');
 SELECT queen.delete_queue('cfg_never');
 -- Tenant B's own.

@@ -280,7 +280,7 @@ SELECT * FROM pg_temp.errs(queen.dlq());
 -- Encrypted queue: ack stores the dead letter decrypted; the requeue is
 -- enveloped again by the push core, and pops decrypt it.
 SET queen_streams.encryption_key = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
-SELECT queen.configure('{"queue":"dq_enc","options":{"encryptionEnabled":true,"retryDelay":0}}')->>'success' AS configured;
+SELECT queen.configure('{"queue":"dq_enc","options":{"encryptionEnabled":true,"retryDelay":0}}')->>'configured' AS configured;
 SELECT queen.push('{"items":[{"queue":"dq_enc","transactionId":"e1","payload":{"secret":"plain-marker"}}]}')->0->>'status' AS pushed;
 SELECT pg_temp.dead('dq_enc', 'Default', NULL, 'e1', 'dlq', 'enc');
 SELECT data FROM pg_temp.dl(queen.dlq('dq_enc'));

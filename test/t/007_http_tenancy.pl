@@ -510,7 +510,8 @@ is(tenants_of_queue('wsink'), 'A', 'the sink wsink exists only under A');
 
 # ====================================================================== queue administration under the tenant
 ($st, $doc) = as($B, 'DELETE', '/api/v1/resources/queues/wq');
-is($st, 404, 'B deleting wq (A\'s only) answers 404');
+is($st, 200, 'B deleting wq (A\'s only) answers 200, as Queen');
+is($doc->{existed}, JSON::PP::false, 'with existed false: B has no wq');
 is(tenants_of_queue('wq'), 'A', 'A\'s wq survives');
 my $others = "SELECT string_agg(tenant_id || '=' || lease_time, ',' ORDER BY tenant_id)"
   . " FROM queen.queues WHERE name = 'events' AND tenant_id <> '$B'";
@@ -520,8 +521,8 @@ is($st, 200, 'B configures its events');
 is(sql("SELECT lease_time FROM queen.queues WHERE name = 'events' AND tenant_id = '$B'"), '77',
 	'B\'s events has the new lease time');
 is(sql($others), $others_before, 'A\'s and the default tenant\'s events are unchanged');
-($st) = as($D, 'DELETE', '/api/v1/resources/queues/wsink');
-is($st, 404, 'the default tenant cannot delete A\'s wsink');
+($st, $doc) = as($D, 'DELETE', '/api/v1/resources/queues/wsink');
+is($doc->{existed}, JSON::PP::false, 'the default tenant cannot delete A\'s wsink');
 ($st) = as($A, 'DELETE', '/api/v1/resources/queues/wsink');
 is($st, 200, 'A deletes its wsink');
 
