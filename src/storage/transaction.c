@@ -21,7 +21,10 @@
  * order would, without lock-order deadlocks between concurrent calls.
  *
  * Verdicts: the lowest-index op that fails decides. An ack that queen.ack
- * does not accept fails with "ack_rejected: <its error>"; an op of unknown
+ * does not accept, or that it accepts as a no-op because the message was
+ * consumed before this call, fails with "ack_rejected: <its error>": so a
+ * replayed transaction, or one from a worker whose batch was redelivered
+ * and consumed elsewhere, commits nothing; an op of unknown
  * type fails with "unknown operation type: <type>" (ops after it are not
  * run). Any failure rolls the subtransaction back, and the function still
  * returns normally with success:false and the results up to and including
@@ -356,6 +359,17 @@ run_acks(TxnReq *r)
 		op->success = qs_json_bool(o, "success", "ack result", false);
 		op->dlq = qs_json_bool(o, "dlq", "ack result", false);
 		err = qs_json_get(o, "error", &v) ? qs_json_cstring(&v) : NULL;
+		/*
+		 * A completed ack below the cursor is a no-op for queen.ack. Here it
+		 * means the input was consumed before this transaction (a replay, or
+		 * a stale worker whose batch was redelivered): its pushes are stale,
+		 * so it fails like any ack that moves nothing.
+		 */
+		if (op->success && qs_json_bool(o, "noop", "ack result", false))
+		{
+			op->success = false;
+			err = "already committed: the cursor moved past this message before this ack";
+		}
 		op->error = err ? MemoryContextStrdup(r->outer, err) : NULL;
 	}
 }

@@ -197,8 +197,10 @@ SELECT * FROM pg_temp.head((SELECT pg_temp.txn('{"operations":[{"type":"ack","tr
 
 -------------------------------------------------------------------------
 -- Retried: pushes with client transaction ids come back duplicate (with the
--- original's messageId), the acks of a committed batch are no-ops, so the
--- retry of a committed transaction succeeds and writes nothing new.
+-- original's messageId). The acks of a batch the first run consumed find it
+-- consumed: rejected, so the replay rolls back whole and nothing is consumed
+-- or pushed twice. A retried transaction of pushes only succeeds, all
+-- duplicates.
 -------------------------------------------------------------------------
 SELECT pg_temp.push('src', 6, 7) AS src_pushed;
 SELECT txn FROM pg_temp.pop('src');
@@ -218,6 +220,8 @@ SELECT count(*) AS pushes, bool_and(f.mid = e->>'messageId') AS same_message_ids
   FROM last, jsonb_array_elements(r->'results') e JOIN first_ids f ON f.txn = e->>'transactionId'
  WHERE e->>'type' = 'push';
 SELECT * FROM pg_temp.cursor('src');
+SELECT * FROM pg_temp.head((SELECT pg_temp.txn(jsonb_build_object('operations', jsonb_build_array(body->'operations'->0))) FROM retry));
+SELECT * FROM pg_temp.results((SELECT r FROM last));
 SELECT txn, data FROM pg_temp.pop('dup', auto => true);
 
 -------------------------------------------------------------------------
