@@ -15,7 +15,7 @@ scripts/install-deps.sh
 # One run at a time per machine: every run installs into the server's lib dir.
 exec 9>/tmp/queen_streams.test.lock
 flock 9
-make -s -j"$(nproc)" >/dev/null
+make -s -j"$(nproc)" QS_WERROR=1 >/dev/null
 make -s install >/dev/null
 
 # PostgreSQL refuses to run as root: test from a copy owned by `postgres`.

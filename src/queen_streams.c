@@ -3,6 +3,7 @@
  */
 #include "common/common.h"
 #include "http/http.h"
+#include "utils/guc.h"
 
 PG_MODULE_MAGIC;
 
@@ -12,5 +13,7 @@ void
 _PG_init(void)
 {
 	qs_guc_init();
+	qs_http_guc_init();
+	MarkGUCPrefixReserved("queen_streams");
 	qs_http_init();
 }

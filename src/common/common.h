@@ -49,6 +49,14 @@ extern char *qs_jwt_public_key_file;
 extern const char *qs_jwt_verify(const char *token, int len, QsToken *out);
 extern bool qs_access_allows(QsAccess have, QsAccess need);
 
+/*
+ * hooks.c: set by a higher layer at load time. qs_pushed_hook: at commit of
+ * the current (sub)transaction, `nmsgs` messages were pushed to (tenant,
+ * queue); the listener counts them and wakes the pops parked on the queue.
+ */
+typedef void (*QsPushedHook) (const pg_uuid_t *tenant, const char *queue, int nmsgs);
+extern QsPushedHook qs_pushed_hook;
+
 /* uuid7.c */
 extern void qs_uuid7(pg_uuid_t *out);
 extern void qs_uuid_format(const pg_uuid_t *u, char *out);	/* out: 37 bytes */

@@ -115,6 +115,8 @@ extern uint32 qs_wake_slot(uint64 key);
 extern QsQueueStat *qs_stat_entry(const pg_uuid_t *tenant, const char *queue, uint64 key);
 extern void qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n);
 extern int	qs_open_connections(void);
+/* the push hook (common/hooks.c): count at commit, wake parked pops */
+extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
 
 /* ---------------------------------------------------------------- connections */
 typedef enum QsPhase
@@ -226,6 +228,7 @@ extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
 extern bool qs_group_flush(void);
 extern bool qs_extension_installed(void);
+extern int	qs_http_status_for_error(int sqlerrcode);
 
 /* ---------------------------------------------------------------- routes */
 /* Each route has a parse step (no transaction) and a run step (in one). */

@@ -21,7 +21,6 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "replication/syncrep.h"
-#include "streams/streams.h"
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -167,6 +166,30 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 	jb = DatumGetJsonbPCopy(d);
 	MemoryContextSwitchTo(old);
 	return jb;
+}
+
+/*
+ * The status of a call that raised, by SQLSTATE: invalid input (22023,
+ * 22P02, numbers and dates that do not parse or fit) is 400, a named thing
+ * that does not exist (42704) 404, anything else 500.
+ */
+int
+qs_http_status_for_error(int sqlerrcode)
+{
+	switch (sqlerrcode)
+	{
+		case ERRCODE_INVALID_PARAMETER_VALUE:
+		case ERRCODE_INVALID_TEXT_REPRESENTATION:
+		case ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE:
+		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:
+		case ERRCODE_INVALID_DATETIME_FORMAT:
+		case ERRCODE_DATETIME_FIELD_OVERFLOW:
+			return 400;
+		case ERRCODE_UNDEFINED_OBJECT:
+			return 404;
+		default:
+			return 500;
+	}
 }
 
 /* ---------------------------------------------------------------- routing */

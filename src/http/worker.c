@@ -36,6 +36,8 @@ qs_http_init(void)
 		return;
 
 	qs_http_shmem_init();
+	/* every backend's pushes wake the listener's parked pops */
+	qs_pushed_hook = qs_queue_pushed_at_commit;
 	if (qs_http_port == 0)
 		return;
 

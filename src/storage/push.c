@@ -6,7 +6,6 @@
  */
 #include "storage/storage.h"
 
-#include "http/http.h"
 
 #include "utils/builtins.h"
 
@@ -180,7 +179,8 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 	/* counted, and parked long-poll pops woken, when this commits */
 	for (int i = 0; i < nitems; i++)
 		if (items[i].status == QS_PUSH_QUEUED)
-			qs_queue_pushed_at_commit(tenant, items[i].queue, 1);
+			if (qs_pushed_hook)
+				qs_pushed_hook(tenant, items[i].queue, 1);
 	*ngroups = ng;
 	return groups;
 }
@@ -237,6 +237,7 @@ qs_push(PG_FUNCTION_ARGS)
 	QsPushItem *items;
 	int			n;
 	int			ng;
+	QsPushGroup *groups;
 	char	   *psub = NULL;
 	QsJson		j;
 
@@ -292,7 +293,7 @@ qs_push(PG_FUNCTION_ARGS)
 
 	qsj_init(&j);
 	qs_spi_connect();
-	qs_push_items(&tenant, items, n, true, &ng);
+	groups = qs_push_items(&tenant, items, n, true, &ng);
 	qs_spi_finish();
 
 	qsj_array(&j, NULL);
@@ -302,6 +303,11 @@ qs_push(PG_FUNCTION_ARGS)
 		qsj_int(&j, "index", i);
 		qsj_uuid(&j, "message_id", &items[i].result_id);
 		qsj_strn(&j, "transaction_id", items[i].txn, items[i].txn_len);
+		qsj_uuid(&j, "partition_id", &groups[items[i].group].part.pid);
+		if (items[i].has_trace)
+			qsj_uuid(&j, "trace_id", &items[i].trace);
+		else
+			qsj_null(&j, "trace_id");
 		qsj_str(&j, "queueName", items[i].queue);
 		qsj_str(&j, "status", items[i].status == QS_PUSH_QUEUED ? "queued" : "duplicate");
 		qsj_end_object(&j);

@@ -7,9 +7,7 @@
  *              success -> 500
  *   cycle:     a completed call is always 200 (read `success`)
  *
- * A call that raised maps by SQLSTATE: invalid input (22023, 22P02, bad
- * numbers and dates) is 400, a named thing that does not exist (42704) 404,
- * anything else 500.
+ * A call that raised maps by its SQLSTATE, in the listener (router.c).
  */
 #include "streams/streams.h"
 
@@ -54,22 +52,6 @@ qs_http_status(const char *route, Jsonb *response)
 			 errmsg("unknown streams route \"%s\"", route),
 			 errhint("Use \"queries\", \"state/get\" or \"cycle\".")));
 	return 500;					/* keep the compiler quiet */
-}
-
-int
-qs_http_status_for_error(int sqlerrcode)
-{
-	if (sqlerrcode == ERRCODE_INVALID_PARAMETER_VALUE ||
-		sqlerrcode == ERRCODE_INVALID_TEXT_REPRESENTATION ||
-		sqlerrcode == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE ||
-		sqlerrcode == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
-		sqlerrcode == ERRCODE_INVALID_DATETIME_FORMAT ||
-		sqlerrcode == ERRCODE_DATETIME_FIELD_OVERFLOW ||
-		sqlerrcode == ERRCODE_INVALID_BINARY_REPRESENTATION)
-		return 400;
-	if (sqlerrcode == ERRCODE_UNDEFINED_OBJECT)
-		return 404;
-	return 500;
 }
 
 /* SQL: queen_streams.http_status(route text, response jsonb) */

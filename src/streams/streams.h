@@ -15,11 +15,4 @@
 /* HTTP status for a completed call of a streams route (status.c). */
 extern int	qs_http_status(const char *route, Jsonb *response);
 
-/* HTTP status for a call that raised, from its SQLSTATE (status.c). */
-extern int	qs_http_status_for_error(int sqlerrcode);
-
-/* Query ownership shared by state/get, cycle and the listener's 404 gate. */
-extern bool qs_tenant_owns_partition(const pg_uuid_t *tenant, const pg_uuid_t *pid,
-									 char **queue_name);
-
 #endif							/* QS_STREAMS_H */

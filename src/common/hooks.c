@@ -1,0 +1,9 @@
+/*
+ * hooks.c: what a lower layer tells a higher one. The layers depend one
+ * way (common -> storage -> streams -> http); where storage must reach the
+ * listener (a push committed: wake its long-poll pops, count it), it calls
+ * a hook that the higher layer set at load time, never its header.
+ */
+#include "common/common.h"
+
+QsPushedHook qs_pushed_hook = NULL;

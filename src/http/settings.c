@@ -1,0 +1,148 @@
+/*
+ * settings.c: the HTTP listener's settings. Those that shape processes
+ * (port, workers, database) need a restart; the limits reload on SIGHUP.
+ */
+#include "http/http_int.h"
+
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+int			qs_http_port = 6632;
+char	   *qs_http_listen_address = NULL;
+int			qs_http_workers = 2;
+char	   *qs_http_database = NULL;
+int			qs_http_max_body_bytes = 16 * 1024 * 1024;
+int			qs_http_max_header_bytes = 16 * 1024;
+int			qs_http_header_timeout_ms = 10000;
+int			qs_http_body_timeout_ms = 30000;
+int			qs_http_idle_timeout_ms = 60000;
+int			qs_http_max_connections = 1000;
+int			qs_http_statement_timeout_ms = 30000;
+int			qs_http_tenancy = QS_TENANCY_OFF;
+int			qs_http_retention_interval_s = 60;
+int			qs_http_pop_recheck_ms = 1000;
+bool		qs_http_group_flush = false;
+
+static const struct config_enum_entry tenancy_options[] = {
+	{"off", QS_TENANCY_OFF, false},
+	{"header", QS_TENANCY_HEADER, false},
+	{NULL, 0, false}
+};
+
+void
+qs_http_guc_init(void)
+{
+	/* PGC_POSTMASTER settings can only be defined while preloading. */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomIntVariable("queen_streams.http_port",
+								gettext_noop("TCP port of the embedded HTTP listener; 0 disables it."),
+								NULL,
+								&qs_http_port,
+								6632, 0, 65535,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		DefineCustomStringVariable("queen_streams.listen_address",
+								   gettext_noop("IP address the HTTP listener binds (\"*\" for every IPv4 address)."),
+								   NULL,
+								   &qs_http_listen_address,
+								   "127.0.0.1",
+								   PGC_POSTMASTER, 0,
+								   NULL, NULL, NULL);
+		DefineCustomIntVariable("queen_streams.http_workers",
+								gettext_noop("Number of HTTP worker processes sharing the port."),
+								NULL,
+								&qs_http_workers,
+								2, 1, QS_MAX_WORKERS,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		DefineCustomStringVariable("queen_streams.database",
+								   gettext_noop("Database the HTTP workers connect to."),
+								   NULL,
+								   &qs_http_database,
+								   "postgres",
+								   PGC_POSTMASTER, 0,
+								   NULL, NULL, NULL);
+	}
+
+	DefineCustomIntVariable("queen_streams.max_body_bytes",
+							gettext_noop("Largest HTTP request body; larger ones are answered 413."),
+							NULL,
+							&qs_http_max_body_bytes,
+							16 * 1024 * 1024, 1024, 1024 * 1024 * 1024 - 1,
+							PGC_SIGHUP, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.max_header_bytes",
+							gettext_noop("Largest HTTP request line and headers; larger ones are answered 431."),
+							NULL,
+							&qs_http_max_header_bytes,
+							16 * 1024, 1024, 1024 * 1024,
+							PGC_SIGHUP, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.header_timeout",
+							gettext_noop("Time a new HTTP connection has to send complete request headers."),
+							NULL,
+							&qs_http_header_timeout_ms,
+							10000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.body_timeout",
+							gettext_noop("Time an HTTP client has to send a request body, and to read a response."),
+							NULL,
+							&qs_http_body_timeout_ms,
+							30000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.idle_timeout",
+							gettext_noop("Time a keep-alive HTTP connection may wait for its next request."),
+							NULL,
+							&qs_http_idle_timeout_ms,
+							60000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.max_connections",
+							gettext_noop("Open HTTP connections across all workers; requests beyond get 503."),
+							NULL,
+							&qs_http_max_connections,
+							1000, 1, 1000000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.http_statement_timeout",
+							gettext_noop("Longest time one HTTP request may spend in its transaction; 0 disables."),
+							NULL,
+							&qs_http_statement_timeout_ms,
+							30000, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomEnumVariable("queen_streams.tenancy",
+							 gettext_noop("Where HTTP requests take their tenant from: off (default tenant) or header (x-queen-tenant)."),
+							 NULL,
+							 &qs_http_tenancy,
+							 QS_TENANCY_OFF, tenancy_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.retention_interval",
+							gettext_noop("Period of the retention sweep run by the first HTTP worker; 0 disables it."),
+							NULL,
+							&qs_http_retention_interval_s,
+							60, 0, 86400,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.pop_recheck_interval",
+							gettext_noop("How often a parked long-poll pop retries without a wake-up."),
+							gettext_noop("Pushes wake parked pops at commit; this covers leases that expire "
+										 "and prepared transactions."),
+							&qs_http_pop_recheck_ms,
+							1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("queen_streams.group_flush",
+							 gettext_noop("HTTP workers flush the WAL once for all requests in hand instead of once per commit."),
+							 gettext_noop("Answers still wait for their commit to be durable, but other sessions may see "
+										  "a commit a moment before it is, as with synchronous_commit = off."),
+							 &qs_http_group_flush,
+							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+}
+
