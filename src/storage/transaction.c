@@ -93,21 +93,6 @@ raise_bad(const char *msg)
 			 errmsg("%s", msg)));
 }
 
-/* As queen.push checks names, so the error can name the op. */
-static void
-check_name(const char *what, const char *key, const char *name)
-{
-	if (name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s: \"%s\" must not be empty", what, key)));
-	if (strlen(name) > 255)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s: \"%s\" is too long", what, key),
-				 errdetail("Names are at most 255 bytes.")));
-}
-
 /*
  * One pushed message, from an item of a push op or from a flat push op.
  * The payload is `payload` when the key is there (even as null), else
@@ -122,8 +107,8 @@ parse_push(JsonbContainer *o, const char *what, const char *psub, QsPushItem *it
 	it->partition = qs_json_string(o, "partition", what, false);
 	if (it->partition == NULL)
 		it->partition = "Default";
-	check_name(what, "queue", it->queue);
-	check_name(what, "partition", it->partition);
+	qs_check_name("queue", it->queue);
+	qs_check_name("partition", it->partition);
 	qs_uuid7(&it->id);
 	qs_push_item_txn(it, o, what);
 	it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);

@@ -98,7 +98,6 @@ my $body = {
 	],
 	requiredLeases => [ $msgs[0]{leaseId} ],
 };
-my $t0 = time;
 ($st, $doc) = http_json($node, 'POST', '/api/v1/transaction', $body);
 is($st, 200, 'the transaction answers 200');
 is(join(',', sort keys %$doc), 'results,success,transactionId', 'with transactionId, success, results');
@@ -117,13 +116,11 @@ ok($res[2]{success} && $res[3]{success}, 'acks applied');
 
 my ($sa, $ba) = response($pa, 10);
 my ($sb, $bb) = response($pb, 10);
-my $lat = time - $t0;
 is($sa, 200, 'the pop parked on out_a wakes at the commit');
 is($sb, 200, 'the pop parked on out_b wakes at the commit');
 is(decode_json($ba)->{messages}[0]{data}{q}, 'a', 'with the message pushed to out_a');
 is(decode_json($bb)->{messages}[0]{data}{q}, 'b', 'with the message pushed to out_b');
 is(decode_json($bb)->{messages}[0]{partition}, 'eu', 'in the partition the builder named');
-ok($lat < 1.0, sprintf('within milliseconds (%.1f ms)', 1000 * $lat));
 close $pa;
 close $pb;
 my (undef, $again) = http_json($node, 'GET', '/api/v1/pop/queue/src?batch=10');
