@@ -34,6 +34,7 @@ OBJS = \
 	src/storage/push.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
+	src/storage/transaction.o \
 	src/storage/dlq.o \
 	src/storage/traces.o \
 	src/storage/lease.o \
