@@ -85,7 +85,7 @@ sub pusher
 		# duplicates here: a retry of a push whose 201 was lost to a fault
 		my $dups = grep { $_->{status} eq 'duplicate' } @$doc;
 		print $log join('', map { "M $_->{transaction_id} $_->{message_id}\n" } @$doc),
-		  "A $s $last\n", $dups ? "D $dups\n" : '';
+		  "A $s $last\n", $dups ? "L $dups\n" : '';
 		# Every fifth batch, one sent earlier goes again, as a client does when
 		# the 201 was lost: often across a fault, to another worker and backend.
 		push @sent, \@items;
@@ -490,19 +490,21 @@ sub fault_run
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM queen.log_dlq'), '0',
 		'nothing was dead-lettered');
 
-	my ($cycles, $failed, $dups) = (0, 0, 0);
-	for my $p (@pushers)
+	my ($cycles, $failed, $dups, $lost) = (0, 0, 0, 0);
+	for (map { slurp_lines("$dir/$_.log") } @pushers)
 	{
-		/^D (\d+)/ and $dups += $1 for slurp_lines("$dir/$p.log");
+		$dups += $1 if /^D (\d+)/;
+		$lost += $1 if /^L (\d+)/;
 	}
 	for my $w (@streamers)
 	{
 		for (slurp_lines("$dir/$w.log")) { $cycles++ if /^C /; $failed++ if /^F/ }
 	}
 	note(sprintf("%d messages pushed (%d to fq, %d to fs), %d stream sink messages, %d faults;"
-		  . " %d pushed again and answered duplicate, %d fq redeliveries, %d cycles committed, %d failed",
+		  . " %d pushed again and answered duplicate, %d retried after a lost answer and answered"
+		  . " duplicate, %d fq redeliveries, %d cycles committed, %d failed",
 		$total, scalar keys %want_fq, scalar keys %want_fs, scalar keys %want_fs, scalar @faults,
-		$dups, $redelivered, $cycles, $failed));
+		$dups, $lost, $redelivered, $cycles, $failed));
 }
 
 1;
