@@ -5,6 +5,7 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 MODULE_big = $(EXTENSION)
 OBJS = \
 	src/queen_streams.o \
+	src/common/args.o \
 	src/common/guc.o \
 	src/common/hooks.o \
 	src/common/json_out.o \

@@ -91,7 +91,9 @@ extern void qsj_bool(QsJson *j, const char *key, bool val);
 extern void qsj_null(QsJson *j, const char *key);
 extern void qsj_raw(QsJson *j, const char *key, const char *json, int len);
 extern void qsj_uuid(QsJson *j, const char *key, const pg_uuid_t *u);
-extern void qsj_time(QsJson *j, const char *key, TimestampTz ts);
+extern void qsj_time(QsJson *j, const char *key, TimestampTz ts);	/* microseconds, as pop */
+extern void qsj_time_ms(QsJson *j, const char *key, TimestampTz ts);	/* milliseconds, as the admin reads */
+extern void qsj_time_ms_or_null(QsJson *j, const char *key, bool has, TimestampTz ts);
 extern Jsonb *qsj_jsonb(QsJson *j);
 extern void qs_format_time(TimestampTz ts, char *out);	/* out: 32 bytes */
 
@@ -106,6 +108,11 @@ extern JsonbContainer *qs_json_array(JsonbContainer *obj, const char *key, const
 extern JsonbContainer *qs_json_container(JsonbValue *v);
 extern char *qs_json_text(JsonbValue *v, int *len);
 extern char *qs_json_cstring(JsonbValue *v);
+
+/* args.c: reading a SQL function's arguments with precise errors */
+extern char *qs_text_arg(FunctionCallInfo fcinfo, int argno);	/* NULL for NULL or '' */
+extern char *qs_required_text_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern TimestampTz qs_parse_timestamp(const char *s, const char *what);
 
 /* spi_plan.c: statements prepared once per backend and kept */
 #define QS_MAX_PLAN_ARGS 20

@@ -79,14 +79,6 @@ qs_txn_presence(const pg_uuid_t *tenant, const pg_uuid_t *pid, const char *txn)
 }
 
 char *
-qs_text_arg(FunctionCallInfo fcinfo, int argno)
-{
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return NULL;
-	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
-}
-
-char *
 qs_message_args(FunctionCallInfo fcinfo, pg_uuid_t *pid)
 {
 	char	   *txn = qs_text_arg(fcinfo, 1);
