@@ -12,6 +12,7 @@ OBJS = \
 	src/common/jwt.o \
 	src/common/json_in.o \
 	src/common/spi_plan.o \
+	src/common/subxact.o \
 	src/common/tenant.o \
 	src/common/uuid7.o \
 	src/http/daemon.o \

@@ -131,4 +131,12 @@ extern bool qs_col_bool(int row, int col, bool ifnull);
 extern void qs_spi_connect(void);
 extern void qs_spi_finish(void);
 
+/*
+ * subxact.c: run work (connected to SPI) in an internal subtransaction; it
+ * returns true to keep what it did, false to roll it back. The answer is
+ * NULL, or the message of the error that rolled it back.
+ */
+typedef bool (*QsSubxactWork) (void *arg);
+extern const char *qs_subxact_run(QsSubxactWork work, void *arg);
+
 #endif							/* QS_COMMON_H */

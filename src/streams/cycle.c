@@ -443,6 +443,21 @@ parse_request(FunctionCallInfo fcinfo, CycleReq *r)
 	}
 }
 
+typedef struct CycleRun
+{
+	CycleReq   *r;
+	CycleOut   *out;
+} CycleRun;
+
+static bool
+cycle_work(void *arg)
+{
+	CycleRun   *run = (CycleRun *) arg;
+
+	run_cycle(run->r, run->out);
+	return true;
+}
+
 PG_FUNCTION_INFO_V1(qs_cycle);
 Datum
 qs_cycle(PG_FUNCTION_ARGS)
@@ -451,9 +466,8 @@ qs_cycle(PG_FUNCTION_ARGS)
 	CycleOut	out;
 	QsJson		body;			/* push_results and ack_result, filled by the work */
 	QsJson		j;
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	char	   *volatile error = NULL;
+	const char *error;
+	CycleRun	run = {&r, &out};
 
 	memset(&r, 0, sizeof(r));
 	memset(&out, 0, sizeof(out));
@@ -462,35 +476,9 @@ qs_cycle(PG_FUNCTION_ARGS)
 	qsj_init(&body);
 	body.first[0] = false;		/* it continues the envelope object below */
 	out.j = &body;
-	out.outer = oldcontext;
+	out.outer = CurrentMemoryContext;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		qs_spi_connect();
-		run_cycle(&r, &out);
-		qs_spi_finish();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		/* cancellation and timeouts are the caller's, not a cycle verdict */
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		error = edata->message;
-	}
-	PG_END_TRY();
+	error = qs_subxact_run(cycle_work, &run);
 
 	qsj_init(&j);
 	qsj_object(&j, NULL);
