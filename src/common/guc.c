@@ -15,6 +15,10 @@ char	   *qs_encryption_key = NULL;
 int			qs_auth_mode = QS_AUTH_OFF;
 char	   *qs_jwt_secret = NULL;
 char	   *qs_jwt_public_key_file = NULL;
+char	   *qs_jwt_tenant_claim = NULL;
+bool		qs_jwt_require_exp = false;
+char	   *qs_jwt_issuer = NULL;
+char	   *qs_jwt_audience = NULL;
 
 static const struct config_enum_entry auth_options[] = {
 	{"off", QS_AUTH_OFF, false},
@@ -79,5 +83,34 @@ qs_guc_init(void)
 							   &qs_jwt_public_key_file,
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_tenant_claim",
+							   gettext_noop("Token claim that names the only tenant a token may act for."),
+							   gettext_noop("When set, with tenancy = header, a request whose tenant is not "
+											"the UUID in this claim is refused with 403. Empty: not checked."),
+							   &qs_jwt_tenant_claim,
+							   "",
+							   PGC_SUSET, 0,
+							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("queen_streams.jwt_require_exp",
+							 gettext_noop("Refuse bearer tokens without an exp claim."),
+							 NULL,
+							 &qs_jwt_require_exp,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_issuer",
+							   gettext_noop("The iss claim every bearer token must carry; empty: not checked."),
+							   NULL,
+							   &qs_jwt_issuer,
+							   "",
+							   PGC_SUSET, 0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_audience",
+							   gettext_noop("The audience every bearer token's aud claim must name; empty: not checked."),
+							   NULL,
+							   &qs_jwt_audience,
+							   "",
+							   PGC_SUSET, 0,
 							   NULL, NULL, NULL);
 }

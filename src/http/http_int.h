@@ -175,6 +175,9 @@ typedef struct QsReq
 	char	   *params[QS_MAX_PARAMS];	/* every :param, in order */
 	pg_uuid_t	tenant;
 	char	   *sub;			/* the bearer token's subject (auth = jwt) */
+	bool		token_checked;	/* a bearer token was verified for this request */
+	QsAccess	level;			/* its access level */
+	char	   *token_tenant;	/* its jwt_tenant_claim claim, or NULL */
 	const char *www_authenticate;	/* the challenge of a 401 */
 	StringInfoData body;
 	bool		body_too_large;
@@ -229,6 +232,7 @@ extern void qs_http_count(QsReq *req);
 extern bool qs_group_flush(void);
 extern bool qs_extension_installed(void);
 extern int	qs_http_status_for_error(int sqlerrcode);
+extern const char *qs_http_error_words(int sqlerrcode);
 
 /* ---------------------------------------------------------------- routes */
 /* Each route has a parse step (no transaction) and a run step (in one). */
@@ -294,7 +298,7 @@ extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
 
 /* metrics.c */
-extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only);
+extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
 extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
 extern void qs_pop_note_partitions(QsReq *req, Jsonb *response);

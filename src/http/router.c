@@ -192,6 +192,34 @@ qs_http_status_for_error(int sqlerrcode)
 	}
 }
 
+/*
+ * What a 500 tells the client about the error: a few words chosen by its
+ * SQLSTATE class, never the PostgreSQL message (which can carry SQL text,
+ * names and values); the message itself goes to the server log.
+ */
+const char *
+qs_http_error_words(int sqlerrcode)
+{
+	switch (sqlerrcode)
+	{
+		case ERRCODE_QUERY_CANCELED:
+			return "statement timeout or canceled; nothing was committed, safe to retry";
+		case ERRCODE_T_R_DEADLOCK_DETECTED:
+			return "deadlock detected; nothing was committed, safe to retry";
+		case ERRCODE_T_R_SERIALIZATION_FAILURE:
+			return "serialization failure; nothing was committed, safe to retry";
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return "lock not available; nothing was committed, safe to retry";
+		case ERRCODE_DATA_CORRUPTED:
+			return "corrupt data; see the server log";
+		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
+			return "the server is read-only";
+	}
+	if (ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES)
+		return "out of resources; see the server log";
+	return "internal error; see the server log";
+}
+
 /* ---------------------------------------------------------------- routing */
 
 static const QsRouteDef *
@@ -331,6 +359,9 @@ authenticate(QsReq *req)
 		return false;
 	}
 	req->sub = tok.sub;
+	req->token_checked = true;
+	req->level = tok.level;
+	req->token_tenant = tok.tenant;
 	return true;
 }
 
@@ -370,6 +401,28 @@ parse_tenant(QsReq *req)
 }
 
 /*
+ * With queen_streams.jwt_tenant_claim set (and tenancy = header), the
+ * tenant of the request (x-queen-tenant, or the default tenant when it is
+ * absent) must be the UUID in that claim of the token: 403 otherwise, and
+ * when the claim is missing or not a UUID.
+ */
+static bool
+token_grants_tenant(QsReq *req)
+{
+	pg_uuid_t	claimed;
+
+	if (!req->token_checked || qs_http_tenancy != QS_TENANCY_HEADER ||
+		qs_jwt_tenant_claim == NULL || qs_jwt_tenant_claim[0] == '\0')
+		return true;
+	if (req->token_tenant != NULL &&
+		qs_uuid_parse(req->token_tenant, strlen(req->token_tenant), &claimed) &&
+		memcmp(&claimed, &req->tenant, sizeof(pg_uuid_t)) == 0)
+		return true;
+	qs_http_error(req, 403, "the token does not grant this tenant");
+	return false;
+}
+
+/*
  * Headers are in, the body is not: refuse what must be refused before
  * reading it. Any answer set here is sent at once.
  */
@@ -400,7 +453,8 @@ qs_http_route(QsReq *req)
 		qs_http_error(req, 413, "request body too large");
 		return;
 	}
-	(void) parse_tenant(req);
+	if (parse_tenant(req))
+		(void) token_grants_tenant(req);
 }
 
 /*
@@ -558,10 +612,15 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 			qs_http_error(req, status, edata->message);
 		else
 		{
+			/* the whole error to the server log, words without its text to the client */
 			ereport(LOG,
-					(errmsg("queen_streams http: %s %s failed: %s",
-							req->method, req->url, edata->message)));
-			qs_http_error(req, 500, psprintf("%s: %s", def->failed, edata->message));
+					(errcode(edata->sqlerrcode),
+					 errmsg("queen_streams http: %s %s failed: %s",
+							req->method, req->url, edata->message),
+					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+					 edata->context ? errcontext("%s", edata->context) : 0));
+			qs_http_error(req, 500, psprintf("%s: %s", def->failed,
+											 qs_http_error_words(edata->sqlerrcode)));
 		}
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}
