@@ -23,6 +23,8 @@ extern int	qs_zstd_level;
 extern int	qs_max_segment_kb;
 extern int	qs_dedup_cache_entries;
 extern char *qs_encryption_key;
+extern bool qs_encryption_fail_open;
+extern bool qs_ack_requires_lease;
 extern void qs_guc_init(void);
 
 /* jwt.c: bearer tokens and the access levels their `role` claim grants */

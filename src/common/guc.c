@@ -12,6 +12,8 @@ int			qs_zstd_level = 3;
 int			qs_max_segment_kb = 262144;
 int			qs_dedup_cache_entries = 262144;
 char	   *qs_encryption_key = NULL;
+bool		qs_encryption_fail_open = false;
+bool		qs_ack_requires_lease = false;
 int			qs_auth_mode = QS_AUTH_OFF;
 char	   *qs_jwt_secret = NULL;
 char	   *qs_jwt_public_key_file = NULL;
@@ -62,6 +64,23 @@ qs_guc_init(void)
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("queen_streams.encryption_fail_open",
+							 gettext_noop("Store plaintext, with a WARNING, when a queue with encryption enabled has no usable key."),
+							 gettext_noop("Off: such a push is refused and nothing is stored. On: Queen's behaviour."),
+							 &qs_encryption_fail_open,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("queen_streams.ack_requires_lease",
+							 gettext_noop("Refuse an ack without leaseId of a message that a live lease covers."),
+							 gettext_noop("Off (Queen's behaviour): an ack without leaseId skips the lease check "
+										  "and can commit another consumer's leased batch."),
+							 &qs_ack_requires_lease,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("queen_streams.auth",
 							 gettext_noop("Access control of the HTTP listener: off, or jwt (Authorization: Bearer)."),
