@@ -214,6 +214,8 @@ qs_http_error_words(int sqlerrcode)
 			return "corrupt data; see the server log";
 		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
 			return "the server is read-only";
+		case ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE:
+			return "the server is not configured for this request; nothing was committed, see the server log";
 	}
 	if (ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES)
 		return "out of resources; see the server log";

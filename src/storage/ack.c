@@ -95,9 +95,27 @@ static QsPlan move_plan = {
 
 static QsPlan dlq_plan = {
 	"INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,"
+	"                           transaction_id, payload, error, retry_count, encrypted)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+	9, {UUIDOID, TEXTOID, INT8OID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, INT4OID, BOOLOID}
+};
+
+/*
+ * Before ALTER EXTENSION UPDATE (a 0.1.0 schema served by this library)
+ * log_dlq has no encrypted column: dead letters are stored as 0.1.0 did,
+ * decrypted.
+ */
+static QsPlan dlq_v1_plan = {
+	"INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,"
 	"                           transaction_id, payload, error, retry_count)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 	8, {UUIDOID, TEXTOID, INT8OID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, INT4OID}
+};
+
+static QsPlan dlq_has_flag_plan = {
+	"SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'queen.log_dlq'::regclass"
+	"                  AND attname = 'encrypted' AND NOT attisdropped)",
+	0, {InvalidOid}
 };
 
 static bool
@@ -255,13 +273,16 @@ static void
 dead_letter(AckItem *it, int64 offset, int retry_count)
 {
 	QsFrame		f;
-	Datum		args[8];
-	char		nulls[8] = "        ";
+	Datum		args[9];
+	char		nulls[9] = "         ";
 	pg_uuid_t	mid;
 	bool		isnull;
+	bool		has_flag;
 	char	   *plain;
 	int			plen;
 
+	qs_exec(&dlq_has_flag_plan, NULL, NULL, 1);
+	has_flag = qs_col_bool(0, 1, false);
 	args[0] = qs_uuid_datum(&it->pid);
 	args[1] = CStringGetTextDatum(it->group);
 	args[2] = Int64GetDatum(offset);
@@ -270,22 +291,26 @@ dead_letter(AckItem *it, int64 offset, int retry_count)
 		memcpy(mid.data, f.id, UUID_LEN);
 		args[3] = qs_uuid_datum(&mid);
 		args[4] = PointerGetDatum(cstring_to_text_with_len(f.txn, f.txn_len));
-		if (qs_decrypt_payload(f.payload, f.payload_len, &plain, &plen))
+		/* an encrypted frame's envelope, as stored: no plaintext in the table */
+		if (!has_flag && (f.flags & QS_FLAG_ENCRYPTED) &&
+			qs_decrypt_payload(f.payload, f.payload_len, &plain, &plen))
 			args[5] = payload_jsonb(plain, plen, &isnull);
 		else
 			args[5] = payload_jsonb(f.payload, f.payload_len, &isnull);
 		if (isnull)
 			nulls[5] = 'n';
+		args[8] = BoolGetDatum((f.flags & QS_FLAG_ENCRYPTED) != 0);
 	}
 	else
 	{
 		nulls[3] = 'n';
 		args[4] = CStringGetTextDatum(it->txn);
 		nulls[5] = 'n';
+		args[8] = BoolGetDatum(false);
 	}
 	args[6] = CStringGetTextDatum(it->error_reason ? it->error_reason : "Retries exhausted");
 	args[7] = Int32GetDatum(retry_count);
-	qs_exec(&dlq_plan, args, nulls, 0);
+	qs_exec(has_flag ? &dlq_plan : &dlq_v1_plan, args, nulls, 0);
 }
 
 static void
