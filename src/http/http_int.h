@@ -15,6 +15,7 @@
 #include "storage/spin.h"
 
 struct MHD_Connection;
+struct sockaddr;
 
 /* ---------------------------------------------------------------- settings */
 extern int	qs_http_port;
@@ -137,6 +138,7 @@ typedef struct QsConn
 	QsPhase		phase;
 	TimestampTz deadline;		/* 0: none */
 	bool		over_limit;		/* accepted beyond max_connections: 503 */
+	bool		linger;			/* answered early: drain before closing */
 } QsConn;
 
 /* Query parameters of a pop, and where it is parked. */
@@ -170,6 +172,7 @@ typedef struct QsReq
 	QsConn	   *conn;
 	QsRouteId	route;
 	const char *method;
+	bool		http11;			/* HTTP/1.1 (else 1.0) */
 	char	   *url;
 	char	   *arg;			/* the first :param of the path */
 	char	   *params[QS_MAX_PARAMS];	/* every :param, in order */
@@ -210,6 +213,19 @@ extern void qs_http_send_parked(QsReq *req);
 extern bool qs_http_flush_pending(void);
 extern bool qs_http_flush_waiting(void);
 
+extern size_t qs_http_pool_size(void);
+extern void qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len);
+
+/* ---------------------------------------------------------------- screen.c */
+extern void qs_screen_init(void);
+extern int	qs_screen_fd(void);
+extern void qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len);
+extern void qs_screen_out_of_fds(int listen_fd);
+extern void qs_screen_write_answer(int fd, int status, const char *message, bool retry);
+extern void qs_screen_linger_dup(int fd);
+extern void qs_screen_run(void);
+extern long qs_screen_timeout(void);
+
 /* ---------------------------------------------------------------- limits.c */
 extern void qs_conn_opened(QsConn *c);
 extern void qs_conn_closed(QsConn *c);
@@ -229,6 +245,7 @@ extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
+extern void qs_http_count_status(QsRouteId route, int status);
 extern bool qs_group_flush(void);
 extern bool qs_extension_installed(void);
 extern int	qs_http_status_for_error(int sqlerrcode);

@@ -60,12 +60,18 @@ qs_code_index(int status)
 }
 
 void
-qs_http_count(QsReq *req)
+qs_http_count_status(QsRouteId route, int status)
 {
 	QsHttpShared *s = qs_http_shared;
 
-	pg_atomic_fetch_add_u64(&s->requests[req->route][qs_code_index(req->status)], 1);
+	pg_atomic_fetch_add_u64(&s->requests[route][qs_code_index(status)], 1);
 	pg_atomic_fetch_add_u64(&s->workers[qs_http_worker_index].requests, 1);
+}
+
+void
+qs_http_count(QsReq *req)
+{
+	qs_http_count_status(req->route, req->status);
 }
 
 /* ---------------------------------------------------------------- responses */
@@ -424,6 +430,73 @@ token_grants_tenant(QsReq *req)
 	return false;
 }
 
+typedef struct Framing
+{
+	int			host;
+	int			te;
+	int			cl;
+	bool		chunked;
+	bool		cl_conflict;
+	const char *cl_first;
+} Framing;
+
+static enum MHD_Result
+framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	Framing    *f = (Framing *) cls;
+
+	if (value == NULL)
+		value = "";
+	if (pg_strcasecmp(key, "Host") == 0)
+		f->host++;
+	else if (pg_strcasecmp(key, "Transfer-Encoding") == 0)
+	{
+		f->te++;
+		f->chunked = pg_strcasecmp(value, "chunked") == 0;
+	}
+	else if (pg_strcasecmp(key, "Content-Length") == 0)
+	{
+		if (f->cl++ == 0)
+			f->cl_first = value;
+		else if (strcmp(f->cl_first, value) != 0)
+			f->cl_conflict = true;
+	}
+	return MHD_YES;
+}
+
+/*
+ * The framing rules of RFC 9112 that libmicrohttpd leaves to us, for every
+ * request (the first one of a connection was screened already, screen.c):
+ * one Host in HTTP/1.1, Content-Length headers that agree, no
+ * Content-Length beside Transfer-Encoding, no transfer coding but chunked.
+ * Each refusal closes the connection.
+ */
+static bool
+framing_ok(QsReq *req)
+{
+	Framing		f;
+	int			status = 0;
+	const char *msg = NULL;
+
+	memset(&f, 0, sizeof(f));
+	MHD_get_connection_values(req->mhd, MHD_HEADER_KIND, framing_header, &f);
+	if (f.cl_conflict)
+		status = 400, msg = "conflicting Content-Length headers";
+	else if (f.te > 0 && f.cl > 0)
+		status = 400, msg = "Content-Length together with Transfer-Encoding";
+	else if (f.te > 1 || (f.te == 1 && !f.chunked))
+		status = 501, msg = "unsupported transfer coding (only chunked is)";
+	else if (req->http11 && f.host == 0)
+		status = 400, msg = "a Host header is required";
+	else if (f.host > 1)
+		status = 400, msg = "more than one Host header";
+	if (status == 0)
+		return true;
+	req->close = true;
+	qs_http_error(req, status, msg);
+	return false;
+}
+
 /*
  * Headers are in, the body is not: refuse what must be refused before
  * reading it. Any answer set here is sent at once.
@@ -446,6 +519,8 @@ qs_http_route(QsReq *req)
 		qs_http_error(req, 431, "request headers too large");
 		return;
 	}
+	if (!framing_ok(req))
+		return;
 	if (!match_route(req) || !authenticate(req))
 		return;
 	cl = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
