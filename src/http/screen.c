@@ -85,7 +85,8 @@ qs_screen_init(void)
 			if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			{
 				ereport(LOG,
-						(errmsg("queen_streams: could not raise the descriptor limit from %lu to %lu: %m",
+						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+						 errmsg("could not raise the descriptor limit of the HTTP worker from %lu to %lu: %m",
 								(unsigned long) was, (unsigned long) rl.rlim_max)));
 				rl.rlim_cur = was;
 			}
@@ -101,7 +102,9 @@ qs_screen_init(void)
 	screen_ep = epoll_create1(EPOLL_CLOEXEC);
 	if (screen_ep < 0)
 		ereport(LOG,
-				(errmsg("queen_streams: could not create the connection screen: %m")));
+				(errcode_for_socket_access(),
+				 errmsg("could not create the epoll set of the HTTP connection screen: %m"),
+				 errdetail("Connections go to libmicrohttpd unscreened.")));
 }
 
 int
