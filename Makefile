@@ -24,6 +24,7 @@ OBJS = \
 	src/http/routes_api.o \
 	src/http/routes_queue.o \
 	src/http/routes_streams.o \
+	src/http/screen.o \
 	src/http/settings.o \
 	src/http/shmem.o \
 	src/http/worker.o \

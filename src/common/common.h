@@ -23,6 +23,8 @@ extern int	qs_zstd_level;
 extern int	qs_max_segment_kb;
 extern int	qs_dedup_cache_entries;
 extern char *qs_encryption_key;
+extern bool qs_encryption_fail_open;
+extern bool qs_ack_requires_lease;
 extern void qs_guc_init(void);
 
 /* jwt.c: bearer tokens and the access levels their `role` claim grants */
@@ -39,6 +41,7 @@ typedef struct QsToken
 {
 	QsAccess	level;
 	char	   *sub;			/* NULL when absent */
+	char	   *tenant;			/* the jwt_tenant_claim claim; NULL when absent or unset */
 } QsToken;
 
 #define QS_AUTH_OFF 0
@@ -46,6 +49,10 @@ typedef struct QsToken
 extern int	qs_auth_mode;
 extern char *qs_jwt_secret;
 extern char *qs_jwt_public_key_file;
+extern char *qs_jwt_tenant_claim;
+extern bool qs_jwt_require_exp;
+extern char *qs_jwt_issuer;
+extern char *qs_jwt_audience;
 extern const char *qs_jwt_verify(const char *token, int len, QsToken *out);
 extern bool qs_access_allows(QsAccess have, QsAccess need);
 

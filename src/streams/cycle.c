@@ -118,13 +118,6 @@ raise_cycle(const char *msg)
 }
 
 /* status counts as success for completed|success|acked|ok and when absent */
-static bool
-status_is_ok(const char *s)
-{
-	return s == NULL || strcmp(s, "completed") == 0 || strcmp(s, "success") == 0 ||
-		strcmp(s, "acked") == 0 || strcmp(s, "ok") == 0;
-}
-
 static void
 apply_state_ops(CycleReq *r, CycleOut *out)
 {
@@ -318,7 +311,8 @@ ack_source(CycleReq *r, CycleOut *out)
 	count = Max(qs_json_int(r->ack, "count", "ack", 0), 0);
 	/* any status but the success words, even one that is not a string, is a nack */
 	if (qs_json_get(r->ack, "status", &sv))
-		ok = sv.type == jbvString && status_is_ok(pnstrdup(sv.val.string.val, sv.val.string.len));
+		ok = sv.type == jbvString &&
+			qs_ack_status(sv.val.string.val, sv.val.string.len) == QS_ACK_COMPLETED;
 	else
 		ok = true;
 
