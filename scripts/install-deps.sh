@@ -17,6 +17,8 @@ PACKAGES=(
 	curl
 	openssl
 	rsync
+	xxd
+	chromium
 )
 
 missing=()
@@ -33,4 +35,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The dashboard's browser test (test/t/070_dashboard_browser.pl) drives
+# Debian's chromium with playwright-core from npm (never a browser download),
+# pinned by test/browser/package-lock.json; reinstalled when the lock changes.
+cd "$(dirname "$0")/.."
+if ! command -v npm >/dev/null 2>&1; then
+	echo "install-deps: npm (Node 20) is required for test/browser" >&2
+	exit 1
+fi
+if ! cmp -s test/browser/package-lock.json test/browser/node_modules/.qs-installed-lock 2>/dev/null; then
+	echo "install-deps: npm ci in test/browser"
+	( cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts >/dev/null )
+	cp test/browser/package-lock.json test/browser/node_modules/.qs-installed-lock
 fi
