@@ -117,16 +117,18 @@
     const W = 760, H = 220, L = 48, R = 10, T = 12, B = 28;
     const s = tp.samples || [];
     const keys = ['pushed', 'popped', 'acked'];
-    const max = Math.max(1, ...s.flatMap((x) => keys.map((k) => x[k])));
+    const top = Math.max(1, ...s.flatMap((x) => keys.map((k) => x[k])));
+    const step = Math.pow(10, Math.floor(Math.log10(top)));
+    const max = [1, 2, 2.5, 5, 10].map((m) => m * step).find((m) => m >= top);
     const n = Math.max(s.length, 2);
     const x = (i) => L + (W - L - R) * (s.length < 2 ? 0.5 : i / (n - 1));
     const y = (v) => T + (H - T - B) * (1 - v / max);
     const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title });
     g.append(svg('title', {}, title));
     for (let k = 0; k <= 4; k++) {
-      const v = Math.round(max * k / 4);
+      const v = max * k / 4;
       g.append(svg('line', { class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v) }));
-      g.append(svg('text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end' }, fmt(v)));
+      g.append(svg('text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end' }, v.toLocaleString('en-US')));
     }
     g.append(svg('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }));
     if (s.length) {
