@@ -132,7 +132,7 @@
     }
     g.append(svg('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }));
     if (s.length) {
-      const lab = (i) => new Date(Date.parse(s[i].at)).toISOString().slice(11, 16);
+      const lab = (i) => new Date(Date.parse(s[i].at)).toISOString().slice(11, secs < 600 ? 19 : 16) + ' UTC';
       g.append(svg('text', { x: x(0), y: H - 8, 'text-anchor': 'start' }, lab(0)));
       g.append(svg('text', { x: x(s.length - 1), y: H - 8, 'text-anchor': 'end' }, lab(s.length - 1)));
     }
@@ -142,7 +142,8 @@
       g.append(svg('polyline', { class: k, points: pts }));
     }
     const total = (k) => s.reduce((a, p) => a + p[k], 0);
-    const minutes = Math.round(s.reduce((a, p) => a + p.seconds, 0) / 60);
+    const secs = s.reduce((a, p) => a + p.seconds, 0);
+    const span = secs < 120 ? `${secs} s` : `${Math.round(secs / 60)} min`;
     return h('figure', { class: 'chart' }, g,
       h('figcaption', {},
         h('div', { class: 'legend' },
@@ -150,7 +151,7 @@
           h('span', { class: 'popped' }, 'popped ', h('b', { 'data-k': 'chart-popped' }, fmt(total('popped')))),
           h('span', { class: 'acked' }, 'acked ', h('b', { 'data-k': 'chart-acked' }, fmt(total('acked'))))),
         h('div', { class: 'muted' }, s.length
-          ? `${s.length} samples of ${tp.intervalSeconds} s (${minutes} min), messages per interval; pops and acks over HTTP`
+          ? `${s.length} samples of ${tp.intervalSeconds} s (${span}), messages per interval; pops and acks over HTTP`
           : 'No samples yet: the first HTTP worker takes one every ' + tp.intervalSeconds + ' s.')));
   }
 
