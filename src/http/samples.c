@@ -13,7 +13,6 @@
 #include "http/http_int.h"
 
 #include "miscadmin.h"
-#include "storage/resources.h"
 #include "utils/builtins.h"
 
 static const QsStat sampled[QS_SAMPLED] = {QS_STAT_PUSHED, QS_STAT_POPPED, QS_STAT_ACKED};
@@ -52,7 +51,7 @@ Datum
 qs_dashboard_throughput(PG_FUNCTION_ARGS)
 {
 	QsHttpShared *s = qs_http_shared;
-	char	   *queue = qsr_text_arg(fcinfo, 0);
+	char	   *queue = qs_text_arg(fcinfo, 0);
 	pg_uuid_t	tenant;
 	QsJson		j;
 
@@ -94,7 +93,7 @@ qs_dashboard_throughput(PG_FUNCTION_ARGS)
 						sum[k] += (int64) (e->sample[cur][k] - e->sample[prev][k]);
 			}
 			qsj_object(&j, NULL);
-			qsr_time(&j, "at", s->sample_at[cur]);
+			qsj_time_ms(&j, "at", s->sample_at[cur]);
 			qsj_int(&j, "seconds",
 					(s->sample_at[cur] - s->sample_at[prev] + USECS_PER_SEC / 2) / USECS_PER_SEC);
 			for (int k = 0; k < QS_SAMPLED; k++)
