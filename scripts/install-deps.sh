@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs every system package queen_streams needs on Debian bookworm.
 # Idempotent; must run as root. Skips apt entirely when everything is present.
+# --test: also what the test suites need beyond the build (scripts/test.sh).
 set -euo pipefail
+TESTS=0
+[ "${1:-}" = "--test" ] && TESTS=1
 
 PACKAGES=(
 	build-essential
@@ -18,8 +21,9 @@ PACKAGES=(
 	openssl
 	rsync
 	xxd
-	chromium
 )
+# the dashboard's browser test (test/t/070_dashboard_browser.pl)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(chromium)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -40,6 +44,7 @@ fi
 # The dashboard's browser test (test/t/070_dashboard_browser.pl) drives
 # Debian's chromium with playwright-core from npm (never a browser download),
 # pinned by test/browser/package-lock.json; reinstalled when the lock changes.
+[ "$TESTS" -eq 1 ] || exit 0
 cd "$(dirname "$0")/.."
 if ! command -v npm >/dev/null 2>&1; then
 	echo "install-deps: npm (Node 20) is required for test/browser" >&2

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-scripts/install-deps.sh
+scripts/install-deps.sh --test
 # One run at a time per machine: every run installs into the server's lib dir.
 exec 9>/tmp/queen_streams.test.lock
 flock 9
