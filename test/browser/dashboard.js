@@ -80,6 +80,7 @@ async function main() {
     await signIn(env('QS_TOKEN_READ'));
   }
   await ready('overview');
+  await page.uncheck('#autorefresh');
 
   // ---- keyboard: Tab from the top walks real links and buttons, focus visible
   await page.evaluate(() => { document.activeElement.blur(); window.scrollTo(0, 0); });
@@ -92,7 +93,6 @@ async function main() {
       return { tag: el.tagName, text: el.textContent.trim(), outline: getComputedStyle(el).outlineStyle };
     }));
   }
-  await page.uncheck('#autorefresh');
 
   // ---- read every view (read-only token)
   report.views.overview = { tiles: await tiles(), queues: await rows('tr[data-queue]') };

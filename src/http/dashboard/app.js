@@ -376,7 +376,9 @@
     }
   }
 
+  let generation = 0;
   async function render(keepFocus) {
+    const gen = ++generation;
     const [name, view] = route();
     const main = $('#view');
     const focusId = keepFocus && document.activeElement && document.activeElement.id;
@@ -391,6 +393,7 @@
     } catch (e) {
       kids = [h('h1', {}, 'Cannot show this view'), h('p', { class: 'error', 'data-k': 'error' }, e.message)];
     }
+    if (gen !== generation) return;	/* a newer render (another view) started meanwhile */
     main.replaceChildren(...kids.flat());
     if (focusId && document.getElementById(focusId)) document.getElementById(focusId).focus();
     $('#updated').textContent = 'Updated ' + new Date().toLocaleTimeString() +
