@@ -116,6 +116,8 @@
   function chart(tp, title) {
     const W = 760, H = 220, L = 48, R = 10, T = 12, B = 28;
     const s = tp.samples || [];
+    const secs = s.reduce((a, p) => a + p.seconds, 0);
+    const span = secs < 120 ? `${secs} s` : `${Math.round(secs / 60)} min`;
     const keys = ['pushed', 'popped', 'acked'];
     const top = Math.max(1, ...s.flatMap((x) => keys.map((k) => x[k])));
     const step = Math.pow(10, Math.floor(Math.log10(top)));
@@ -142,8 +144,6 @@
       g.append(svg('polyline', { class: k, points: pts }));
     }
     const total = (k) => s.reduce((a, p) => a + p[k], 0);
-    const secs = s.reduce((a, p) => a + p.seconds, 0);
-    const span = secs < 120 ? `${secs} s` : `${Math.round(secs / 60)} min`;
     return h('figure', { class: 'chart' }, g,
       h('figcaption', {},
         h('div', { class: 'legend' },
