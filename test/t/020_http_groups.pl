@@ -57,7 +57,10 @@ is_deeply([ @$g1{qw(queueName members partitionsWithLag totalLag state subscript
 	[ 'hq', 2, 1, 2, 'Lagging', 'all', [ 'hq' ] ], 'g1 on hq: two members, lag 2 on one partition');
 like($g1->{subscriptionCreatedAt}, $time_re, 'subscriptionCreatedAt in milliseconds');
 cmp_ok($g1->{maxTimeLag}, '>', 300, 'maxTimeLag counts from the oldest unconsumed message');
-is_deeply($doc, json_sql($node, 'queen.consumer_groups()'), 'list: SQL and HTTP give the same body')
+# time lags are whole seconds counted at each call: compare the rest
+sub without_lag { my @l = map { my %e = %$_; delete $e{maxTimeLag}; \%e } @{ $_[0] }; return \@l; }
+is_deeply(without_lag($doc), without_lag(json_sql($node, 'queen.consumer_groups()')),
+	'list: SQL and HTTP give the same body (time lags aside)')
   or diag explain $doc;
 
 # ---- GET /api/v1/consumer-groups/lagging
@@ -88,7 +91,14 @@ is_deeply([ map { [ @$_{qw(partition offsetLag totalConsumed lastConsumedAt)} ] 
 	[ [ 'p1', 2, 3, '2020-01-01T00:00:00.000Z' ], [ 'p2', 0, 1, '2020-01-01T00:00:00.000Z' ] ],
 	'offset lag, consumed count and the last consumed message time per partition');
 ok($parts[0]{leaseActive}, 'p1 is leased');
-is_deeply($doc, json_sql($node, q{queen.consumer_group('g1')}), 'details: SQL and HTTP give the same body');
+sub detail_without_lag
+{
+	my ($d) = @_;
+	return { map { my $q = $_; ($q => [ map { my %p = %$_; delete $p{timeLagSeconds}; \%p }
+		@{ $d->{$q}{partitions} } ]) } keys %$d };
+}
+is_deeply(detail_without_lag($doc), detail_without_lag(json_sql($node, q{queen.consumer_group('g1')})),
+	'details: SQL and HTTP give the same body (time lags aside)');
 ($st, $doc) = http_json($node, 'GET', '/api/v1/consumer-groups/nobody');
 is_deeply([ $st, $doc ], [ 200, {} ], 'an unknown group: {} with 200');
 
