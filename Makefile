@@ -12,6 +12,7 @@ OBJS = \
 	src/common/json_in.o \
 	src/common/spi_plan.o \
 	src/common/tenant.o \
+	src/common/text.o \
 	src/common/uuid7.o \
 	src/http/daemon.o \
 	src/http/limits.o \
@@ -38,6 +39,7 @@ OBJS = \
 	src/storage/lease.o \
 	src/storage/maintenance.o \
 	src/storage/retention.o \
+	src/storage/fence.o \
 	src/streams/cycle.o \
 	src/streams/register.o \
 	src/streams/state.o \
