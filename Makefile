@@ -28,18 +28,24 @@ OBJS = \
 	src/http/worker.o \
 	src/storage/codec.o \
 	src/storage/configure.o \
+	src/storage/groups.o \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/push.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
+	src/storage/transaction.o \
 	src/storage/dlq.o \
 	src/storage/traces.o \
 	src/storage/lease.o \
 	src/storage/maintenance.o \
 	src/storage/retention.o \
 	src/storage/fence.o \
+	src/storage/resources.o \
+	src/storage/dashboard.o \
+	src/storage/messages.o \
+	src/storage/message_get.o \
 	src/streams/cycle.o \
 	src/streams/register.o \
 	src/streams/state.o \
