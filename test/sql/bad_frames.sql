@@ -33,9 +33,9 @@ CREATE FUNCTION pg_temp.seg(txn bytea, psub bytea, payload bytea) RETURNS bytea 
 	SELECT '\x28b52ffd20'::bytea || pg_temp.le(octet_length(b), 1) || pg_temp.le(1 | (octet_length(b) << 3), 3) || b
 	  FROM frame
 $$;
-CREATE FUNCTION pg_temp.push(txn bytea, psub bytea, payload bytea, hash bytea DEFAULT queen.txn_hash('r')) RETURNS text LANGUAGE sql AS $$
+CREATE FUNCTION pg_temp.push(txn bytea, psub bytea, payload bytea, hash bytea DEFAULT NULL) RETURNS text LANGUAGE sql AS $$
 	SELECT pg_temp.try(format('SELECT queen.log_push_one_v1(%L, %L, 1, %L::bytea, -1, %L::bytea)',
-	                          'bf', 'Default', hash, pg_temp.seg(txn, psub, payload)))
+	                          'bf', 'Default', coalesce(hash, queen.txn_hash('r')), pg_temp.seg(txn, psub, payload)))
 $$;
 -- queen.txn_hash takes text, so the hashes of transaction ids that are not
 -- text were computed outside (XXH3-128, canonical), as this one was:
