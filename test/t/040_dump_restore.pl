@@ -155,7 +155,11 @@ sub steps
 	$r{state_after} = [ $st, strip($doc) ];
 	($st, $doc) = http_json($node, 'GET', '/api/v1/pop/queue/dq.out?batch=10&autoAck=true');
 	$r{sink} = [ $st, [ map { $_->{data} } @{ $doc->{messages} } ] ];
-	# the buffered push replays when maintenance ends
+	# the buffer's sequence was restored too: another body is held after the first
+	($st) = http_json($node, 'POST', '/api/v1/push',
+		{ items => [ { queue => 'buf', transactionId => 'z2', payload => { held => 2 } } ] });
+	$r{buffered_again} = $st;
+	# the buffered pushes replay, in order, when maintenance ends
 	($st) = http_json($node, 'POST', '/api/v1/system/maintenance', { enabled => $F });
 	($st, $doc) = http_json($node, 'GET', '/api/v1/pop/queue/buf?batch=10&autoAck=true');
 	$r{buffer} = [ $st, [ map { [ $_->{transactionId}, $_->{data} ] } @{ $doc->{messages} } ] ];
@@ -183,7 +187,8 @@ is($want->{traces}[0], 200, 'traces read');
 is_deeply([ @{ $want->{cycle} } ], [ 200, $T, [ 'b3', 'b4' ] ], 'the cycle continued at b3');
 is_deeply($want->{sink}, [ 200, [ { tag => 'first', count => 2, last => 'b2' }, { tag => 'second', count => 4, last => 'b4' } ] ],
 	'the sink holds both cycles, counting on from the restored state');
-is_deeply($want->{buffer}, [ 200, [ [ 'z1', { held => 1 } ] ] ], 'the buffered push replayed');
+is($want->{buffered_again}, 201, 'a second body is buffered');
+is_deeply($want->{buffer}, [ 200, [ [ 'z1', { held => 1 } ], [ 'z2', { held => 2 } ] ] ], 'the buffered pushes replayed in order');
 
 $src->stop;
 $dst->stop;
