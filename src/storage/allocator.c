@@ -166,9 +166,9 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count,
 	res->base_offset = last - count + 1;
 	res->created_at = GetCurrentTimestamp();
 
-	hb = palloc(VARHDRSZ + count * QS_HASH_LEN);
-	SET_VARSIZE(hb, VARHDRSZ + count * QS_HASH_LEN);
-	memcpy(VARDATA(hb), hashes, count * QS_HASH_LEN);
+	hb = palloc(VARHDRSZ + (Size) count * QS_HASH_LEN);
+	SET_VARSIZE(hb, VARHDRSZ + (Size) count * QS_HASH_LEN);
+	memcpy(VARDATA(hb), hashes, (Size) count * QS_HASH_LEN);
 
 	args[1] = Int64GetDatum(res->base_offset);
 	args[2] = Int64GetDatum(last);
