@@ -5,12 +5,14 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 MODULE_big = $(EXTENSION)
 OBJS = \
 	src/queen_streams.o \
+	src/common/args.o \
 	src/common/guc.o \
 	src/common/hooks.o \
 	src/common/json_out.o \
 	src/common/jwt.o \
 	src/common/json_in.o \
 	src/common/spi_plan.o \
+	src/common/subxact.o \
 	src/common/tenant.o \
 	src/common/text.o \
 	src/common/uuid7.o \
@@ -23,6 +25,7 @@ OBJS = \
 	src/http/routes_api.o \
 	src/http/routes_queue.o \
 	src/http/routes_streams.o \
+	src/http/screen.o \
 	src/http/settings.o \
 	src/http/shmem.o \
 	src/http/worker.o \

@@ -263,7 +263,7 @@ qs_overview(PG_FUNCTION_ARGS)
 	write_rate(&j, "ingestedPerSecond", ingested, 300);
 	write_rate(&j, "processedPerSecond", 0, 300);	/* consumption times are not kept */
 	qsj_end_object(&j);
-	qsr_time(&j, "timestamp", now);
+	qsj_time_ms(&j, "timestamp", now);
 	qsj_int(&j, "statsAge", 0);	/* counted live */
 	qsj_end_object(&j);
 	qs_spi_finish();
@@ -475,9 +475,9 @@ qs_status(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("from must not be later than to")));
-	a.queue = qsr_text_arg(fcinfo, 2);
-	a.ns = qsr_text_arg(fcinfo, 3);
-	a.task = qsr_text_arg(fcinfo, 4);
+	a.queue = qs_text_arg(fcinfo, 2);
+	a.ns = qs_text_arg(fcinfo, 3);
+	a.task = qs_text_arg(fcinfo, 4);
 	qs_tenant_arg(fcinfo, 5, &a.tenant);
 	a.bucket = bucket_minutes(a.from, a.to);
 
@@ -485,8 +485,8 @@ qs_status(PG_FUNCTION_ARGS)
 	qs_spi_connect();
 	qsj_object(&j, NULL);
 	qsj_object(&j, "timeRange");
-	qsr_time(&j, "from", a.from);
-	qsr_time(&j, "to", a.to);
+	qsj_time_ms(&j, "from", a.from);
+	qsj_time_ms(&j, "to", a.to);
 	qsj_end_object(&j);
 	qsj_int(&j, "bucketMinutes", a.bucket);
 	write_throughput(&j, &a);

@@ -14,7 +14,6 @@
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/datetime.h"
 
 /* One cursor row with its partition, subscription and lag. */
 typedef struct CursorRow
@@ -134,69 +133,6 @@ static QsPlan update_subscription_plan = {
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-/* Queen's SP timestamps: UTC with milliseconds. */
-static void
-qsj_time_ms(QsJson *j, const char *key, TimestampTz ts)
-{
-	char		s[32];
-
-	qs_format_time(ts, s);		/* YYYY-MM-DDTHH:MI:SS.uuuuuuZ */
-	s[23] = 'Z';
-	s[24] = '\0';
-	qsj_str(j, key, s);
-}
-
-static void
-qsj_time_or_null(QsJson *j, const char *key, bool has, TimestampTz ts)
-{
-	if (has)
-		qsj_time_ms(j, key, ts);
-	else
-		qsj_null(j, key);
-}
-
-static char *
-text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is required", what)));
-	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
-}
-
-/* A timestamptz from text, refused with 22023 instead of a cast error. */
-static TimestampTz
-parse_timestamp(const char *s, const char *what)
-{
-	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
-	char	   *field[MAXDATEFIELDS];
-	int			ftype[MAXDATEFIELDS];
-	int			nf,
-				dtype,
-				tz = 0,
-				dterr;
-	struct pg_tm tm;
-	fsec_t		fsec;
-	TimestampTz ts = 0;
-
-	dterr = ParseDateTime(s, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
-	if (dterr == 0)
-		dterr = DecodeDateTime(field, ftype, nf, &dtype, &tm, &fsec, &tz);
-	if (dterr == 0 && dtype == DTK_DATE && tm2timestamp(&tm, fsec, &tz, &ts) != 0)
-		dterr = 1;
-	if (dterr == 0 && dtype == DTK_EPOCH)
-		ts = SetEpochTimestamp();
-	else if (dterr == 0 && dtype != DTK_DATE)
-		dterr = 1;
-	if (dterr != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is not a valid timestamp: \"%s\"", what, s),
-				 errhint("Use ISO 8601, for example 2025-01-31T12:00:00.000Z.")));
-	return ts;
-}
 
 /* The segment at or before an offset: false when there is none. */
 static bool
@@ -355,8 +291,8 @@ emit_group_entry(QsJson *j, CursorRow *rows, int from, int to)
 		qsj_str(j, "subscriptionMode", first->sub_mode);
 	else
 		qsj_null(j, "subscriptionMode");
-	qsj_time_or_null(j, "subscriptionTimestamp", first->has_sub_ts, first->sub_ts);
-	qsj_time_or_null(j, "subscriptionCreatedAt", first->has_sub_created, first->sub_created);
+	qsj_time_ms_or_null(j, "subscriptionTimestamp", first->has_sub_ts, first->sub_ts);
+	qsj_time_ms_or_null(j, "subscriptionCreatedAt", first->has_sub_created, first->sub_created);
 	qsj_end_object(j);
 }
 
@@ -431,8 +367,8 @@ emit_lagging_row(QsJson *j, const CursorRow *r)
 	qsj_int(j, "offset_lag", r->offset_lag);
 	qsj_int(j, "time_lag_seconds", r->time_lag);
 	qsj_raw(j, "lag_hours", hours, strlen(hours));
-	qsj_time_or_null(j, "oldest_unconsumed_at", r->has_oldest, r->oldest);
-	qsj_time_or_null(j, "last_consumed_at", r->has_last, r->last_consumed);
+	qsj_time_ms_or_null(j, "oldest_unconsumed_at", r->has_oldest, r->oldest);
+	qsj_time_ms_or_null(j, "last_consumed_at", r->has_last, r->last_consumed);
 	qsj_end_object(j);
 }
 
@@ -482,7 +418,7 @@ emit_detail_partition(QsJson *j, const CursorRow *r)
 		qsj_str(j, "workerId", r->worker);
 	else
 		qsj_null(j, "workerId");
-	qsj_time_or_null(j, "lastConsumedAt", r->has_last, r->last_consumed);
+	qsj_time_ms_or_null(j, "lastConsumedAt", r->has_last, r->last_consumed);
 	qsj_int(j, "totalConsumed", r->total_consumed);
 	qsj_int(j, "offsetLag", r->offset_lag);
 	qsj_int(j, "timeLagSeconds", r->time_lag);
@@ -495,7 +431,7 @@ PG_FUNCTION_INFO_V1(qs_consumer_group);
 Datum
 qs_consumer_group(PG_FUNCTION_ARGS)
 {
-	char	   *group = text_arg(fcinfo, 0, "consumer group");
+	char	   *group = qs_required_text_arg(fcinfo, 0, "consumer group");
 	pg_uuid_t	tenant;
 	Datum		args[2];
 	CursorRow  *rows;
@@ -541,8 +477,8 @@ PG_FUNCTION_INFO_V1(qs_delete_consumer_group);
 Datum
 qs_delete_consumer_group(PG_FUNCTION_ARGS)
 {
-	char	   *group = text_arg(fcinfo, 0, "consumer group");
-	char	   *queue = PG_ARGISNULL(1) ? NULL : text_arg(fcinfo, 1, "queue");
+	char	   *group = qs_required_text_arg(fcinfo, 0, "consumer group");
+	char	   *queue = PG_ARGISNULL(1) ? NULL : qs_required_text_arg(fcinfo, 1, "queue");
 	bool		delete_metadata = PG_ARGISNULL(2) ? true : PG_GETARG_BOOL(2);
 	pg_uuid_t	tenant;
 	Datum		args[3];
@@ -586,7 +522,7 @@ PG_FUNCTION_INFO_V1(qs_update_subscription);
 Datum
 qs_update_subscription(PG_FUNCTION_ARGS)
 {
-	char	   *group = text_arg(fcinfo, 0, "consumer group");
+	char	   *group = qs_required_text_arg(fcinfo, 0, "consumer group");
 	JsonbContainer *obj;
 	JsonbValue	v;
 	char	   *stamp;
@@ -606,7 +542,7 @@ qs_update_subscription(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("missing subscriptionTimestamp in request body")));
 	stamp = qs_json_string(obj, "subscriptionTimestamp", "subscription request", true);
-	ts = parse_timestamp(stamp, "subscriptionTimestamp");
+	ts = qs_parse_timestamp(stamp, "subscriptionTimestamp");
 	qs_tenant_arg(fcinfo, 2, &tenant);
 
 	qsj_init(&j);
@@ -711,8 +647,8 @@ PG_FUNCTION_INFO_V1(qs_seek);
 Datum
 qs_seek(PG_FUNCTION_ARGS)
 {
-	char	   *group = text_arg(fcinfo, 0, "consumer group");
-	char	   *queue = text_arg(fcinfo, 1, "queue");
+	char	   *group = qs_required_text_arg(fcinfo, 0, "consumer group");
+	char	   *queue = qs_required_text_arg(fcinfo, 1, "queue");
 	JsonbContainer *obj;
 	bool		to_end;
 	char	   *stamp;
@@ -735,7 +671,7 @@ qs_seek(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("must specify either 'toEnd': true or 'timestamp'")));
 	if (!to_end)
-		ts = parse_timestamp(stamp, "timestamp");
+		ts = qs_parse_timestamp(stamp, "timestamp");
 	qs_tenant_arg(fcinfo, 3, &tenant);
 
 	qsj_init(&j);
@@ -748,7 +684,7 @@ qs_seek(PG_FUNCTION_ARGS)
 	qsj_str(&j, "consumerGroup", group);
 	qsj_str(&j, "queueName", queue);
 	qsj_bool(&j, "seekToEnd", to_end);
-	qsj_time_or_null(&j, "targetTimestamp", !to_end, ts);
+	qsj_time_ms_or_null(&j, "targetTimestamp", !to_end, ts);
 	qsj_int(&j, "partitionsUpdated", moved);
 	qsj_end_object(&j);
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
@@ -759,9 +695,9 @@ PG_FUNCTION_INFO_V1(qs_seek_partition);
 Datum
 qs_seek_partition(PG_FUNCTION_ARGS)
 {
-	char	   *group = text_arg(fcinfo, 0, "consumer group");
-	char	   *queue = text_arg(fcinfo, 1, "queue");
-	char	   *partition = text_arg(fcinfo, 2, "partition");
+	char	   *group = qs_required_text_arg(fcinfo, 0, "consumer group");
+	char	   *queue = qs_required_text_arg(fcinfo, 1, "queue");
+	char	   *partition = qs_required_text_arg(fcinfo, 2, "partition");
 	pg_uuid_t	tenant;
 	Datum		args[3];
 	Datum		pid;

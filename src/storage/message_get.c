@@ -193,7 +193,7 @@ write_consumers(QsJson *j, const pg_uuid_t *pid, int64 off, int64 log_start,
 		qsj_object(j, NULL);
 		qsj_str(j, "name", name);
 		qsj_bool(j, "consumed", committed >= off);
-		qsr_time_or_null(j, "leaseExpiresAt", !live, exp);
+		qsj_time_ms_or_null(j, "leaseExpiresAt", live, exp);
 		qsj_end_object(j);
 		if (strcmp(name, QS_QUEUE_MODE) == 0)
 		{
@@ -207,7 +207,7 @@ write_consumers(QsJson *j, const pg_uuid_t *pid, int64 off, int64 log_start,
 			bus++;
 	}
 	qsj_end_array(j);
-	qsr_time_or_null(j, "leaseExpiresAt", lease_null, lease);
+	qsj_time_ms_or_null(j, "leaseExpiresAt", !lease_null, lease);
 	qsj_object(j, "mode");
 	qsj_bool(j, "hasQueueMode", qm);
 	qsj_int(j, "busGroupsCount", bus);
@@ -302,7 +302,7 @@ write_found(QsJson *j, const pg_uuid_t *pid, SPITupleTable *owner, const Found *
 		qsj_strn(j, "producerSub", m->frame.psub, m->frame.psub_len);
 	else
 		qsj_null(j, "producerSub");
-	qsr_time(j, "createdAt", m->created_at);
+	qsj_time_ms(j, "createdAt", m->created_at);
 	write_payload(j, &m->frame);
 	write_queue_config(j, owner);
 
@@ -345,7 +345,7 @@ qs_message(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("partitionId is required")));
 	pid = *PG_GETARG_UUID_P(0);
-	txn = qsr_text_arg(fcinfo, 1);
+	txn = qs_text_arg(fcinfo, 1);
 	if (txn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

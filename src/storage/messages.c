@@ -442,9 +442,9 @@ write_message(MsgScan *s, QsJson *j, MsgPart *p, const QsFrame *f, int64 off, Ms
 	}
 	else
 		qsj_str(j, "status", status_names[st]);
-	qsr_time(j, "createdAt", p->h_created);
+	qsj_time_ms(j, "createdAt", p->h_created);
 	if (s->rich)
-		qsr_time_or_null(j, "leaseExpiresAt", st != ST_PROCESSING, p->lease_expires);
+		qsj_time_ms_or_null(j, "leaseExpiresAt", st == ST_PROCESSING, p->lease_expires);
 	qsj_end_object(j);
 }
 
@@ -600,7 +600,7 @@ qs_messages(PG_FUNCTION_ARGS)
 	memset(&s, 0, sizeof(s));
 	s.rich = true;
 	s.ranged = true;
-	s.status = parse_status(qsr_text_arg(fcinfo, 4));
+	s.status = parse_status(qs_text_arg(fcinfo, 4));
 	/* Queen: to defaults to now rounded up to the end of the minute */
 	s.to = PG_ARGISNULL(6) ? now - now % USECS_PER_MINUTE + USECS_PER_MINUTE : PG_GETARG_TIMESTAMPTZ(6);
 	s.from = PG_ARGISNULL(5) ? now - USECS_PER_HOUR : PG_GETARG_TIMESTAMPTZ(5);
@@ -618,8 +618,8 @@ qs_messages(PG_FUNCTION_ARGS)
 
 	qsj_init(&j);
 	qs_spi_connect();
-	load_scope(&s, &tenant, qsr_text_arg(fcinfo, 0), qsr_text_arg(fcinfo, 1),
-			   qsr_text_arg(fcinfo, 2), qsr_text_arg(fcinfo, 3), outer);
+	load_scope(&s, &tenant, qs_text_arg(fcinfo, 0), qs_text_arg(fcinfo, 1),
+			   qs_text_arg(fcinfo, 2), qs_text_arg(fcinfo, 3), outer);
 	qsj_object(&j, NULL);
 	qsj_array(&j, "messages");
 	scan(&s, &j);

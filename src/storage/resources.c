@@ -25,26 +25,6 @@
 /* ---- shared with messages.c ---- */
 
 void
-qsr_time(QsJson *j, const char *key, TimestampTz ts)
-{
-	char		s[32];
-
-	qs_format_time(ts, s);		/* ...SS.uuuuuuZ: keep the milliseconds */
-	s[23] = 'Z';
-	s[24] = '\0';
-	qsj_str(j, key, s);
-}
-
-void
-qsr_time_or_null(QsJson *j, const char *key, bool isnull, TimestampTz ts)
-{
-	if (isnull)
-		qsj_null(j, key);
-	else
-		qsr_time(j, key, ts);
-}
-
-void
 qsr_time_s(QsJson *j, const char *key, TimestampTz ts)
 {
 	char		s[32];
@@ -56,24 +36,9 @@ qsr_time_s(QsJson *j, const char *key, TimestampTz ts)
 }
 
 char *
-qsr_text_arg(FunctionCallInfo fcinfo, int argno)
-{
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno) ||
-		VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno)) == 0)
-		return NULL;
-	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
-}
-
-char *
 qsr_queue_arg(FunctionCallInfo fcinfo, int argno)
 {
-	char	   *q = qsr_text_arg(fcinfo, argno);
-
-	if (q == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("queue is required")));
-	return q;
+	return qs_required_text_arg(fcinfo, argno, "queue");
 }
 
 int
@@ -301,7 +266,7 @@ write_queue_head(QsJson *j, const PartRow *q)
 	qsj_str(j, "name", q->queue);
 	qsj_str(j, "namespace", q->ns);
 	qsj_str(j, "task", q->task);
-	qsr_time(j, "createdAt", q->q_created);
+	qsj_time_ms(j, "createdAt", q->q_created);
 }
 
 /*
@@ -393,10 +358,10 @@ qs_queue_detail(PG_FUNCTION_ARGS)
 		qsj_object(&j, NULL);
 		qsj_uuid(&j, "id", &p->pid);
 		qsj_str(&j, "name", p->partition);
-		qsr_time(&j, "createdAt", p->p_created);
+		qsj_time_ms(&j, "createdAt", p->p_created);
 		qsr_write_counts(&j, "stats", &p->c, false);
-		qsr_time_or_null(&j, "oldestMessage", !p->has_oldest, p->oldest);
-		qsr_time_or_null(&j, "newestMessage", !p->has_newest, p->newest);
+		qsj_time_ms_or_null(&j, "oldestMessage", p->has_oldest, p->oldest);
+		qsj_time_ms_or_null(&j, "newestMessage", p->has_newest, p->newest);
 		qsj_end_object(&j);
 	}
 	qsj_end_array(&j);
@@ -412,16 +377,16 @@ write_status_partition(QsJson *j, const PartRow *p)
 	qsj_object(j, NULL);
 	qsj_uuid(j, "id", &p->pid);
 	qsj_str(j, "name", p->partition);
-	qsr_time(j, "createdAt", p->p_created);
+	qsj_time_ms(j, "createdAt", p->p_created);
 	qsr_write_counts(j, "messages", &p->c, false);
 	qsr_write_counts(j, "stats", &p->c, false);
 	qsj_object(j, "cursor");
 	qsj_int(j, "totalConsumed", p->consumed);
 	qsj_int(j, "batchesConsumed", 0);	/* not tracked */
 	qsj_end_object(j);
-	qsr_time_or_null(j, "lastActivity", !p->has_activity, p->activity);
-	qsr_time_or_null(j, "oldestMessage", !p->has_oldest, p->oldest);
-	qsr_time_or_null(j, "newestMessage", !p->has_newest, p->newest);
+	qsj_time_ms_or_null(j, "lastActivity", p->has_activity, p->activity);
+	qsj_time_ms_or_null(j, "oldestMessage", p->has_oldest, p->oldest);
+	qsj_time_ms_or_null(j, "newestMessage", p->has_newest, p->newest);
 	qsj_end_object(j);
 }
 
@@ -452,7 +417,7 @@ qs_status_queue(PG_FUNCTION_ARGS)
 	qsj_str(&j, "namespace", q->ns);
 	qsj_str(&j, "task", q->task);
 	qsj_int(&j, "priority", q->priority);
-	qsr_time(&j, "createdAt", q->q_created);
+	qsj_time_ms(&j, "createdAt", q->q_created);
 	qsj_object(&j, "config");
 	qsj_int(&j, "leaseTime", q->lease_time);
 	qsj_int(&j, "retryLimit", q->retry_limit);
@@ -485,8 +450,8 @@ PG_FUNCTION_INFO_V1(qs_status_queues);
 Datum
 qs_status_queues(PG_FUNCTION_ARGS)
 {
-	char	   *ns = qsr_text_arg(fcinfo, 0);
-	char	   *task = qsr_text_arg(fcinfo, 1);
+	char	   *ns = qs_text_arg(fcinfo, 0);
+	char	   *task = qs_text_arg(fcinfo, 1);
 	int			lim = qsr_int_arg(fcinfo, 2, "limit", 100, 0);
 	int			off = qsr_int_arg(fcinfo, 3, "offset", 0, 0);
 	pg_uuid_t	tenant;

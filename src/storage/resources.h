@@ -1,21 +1,15 @@
 /*
  * resources.h: what resources.c and messages.c (the read routes of facts §6)
- * share: Queen's time formats and argument checks.
+ * share: Queen's bucket time format, argument checks and partition counts.
  */
 #ifndef QS_RESOURCES_H
 #define QS_RESOURCES_H
 
 #include "storage/storage.h"
 
-/* Queen's SP timestamps: UTC with milliseconds, YYYY-MM-DDTHH:MI:SS.mmmZ. */
-extern void qsr_time(QsJson *j, const char *key, TimestampTz ts);
-/* The same, or null. */
-extern void qsr_time_or_null(QsJson *j, const char *key, bool isnull, TimestampTz ts);
 /* Whole seconds, YYYY-MM-DDTHH:MI:SSZ (Queen's throughput bucket stamps). */
 extern void qsr_time_s(QsJson *j, const char *key, TimestampTz ts);
 
-/* A text argument, NULL when SQL NULL or empty. */
-extern char *qsr_text_arg(FunctionCallInfo fcinfo, int argno);
 /* The required queue name argument (400 when missing). */
 extern char *qsr_queue_arg(FunctionCallInfo fcinfo, int argno);
 /* An int argument with a default, refused below `min`. */

@@ -76,6 +76,7 @@ typedef struct TxnReq
 	int			nitems;
 	pg_uuid_t  *item_pid;		/* partition of each push item, set by the run */
 	int			nacks;
+	int			failed;			/* index of the op that failed the run, or -1 */
 	MemoryContext outer;		/* outlives the subtransaction and SPI */
 } TxnReq;
 
@@ -374,6 +375,16 @@ run_transaction(TxnReq *r)
 	return r->nrun < r->nops ? r->nrun : -1;
 }
 
+/* The run, as a subtransaction's work: kept only when no op failed. */
+static bool
+run_work(void *arg)
+{
+	TxnReq	   *r = (TxnReq *) arg;
+
+	r->failed = run_transaction(r);
+	return r->failed < 0;
+}
+
 static void
 write_results(QsJson *j, TxnReq *r, int upto)
 {
@@ -426,49 +437,20 @@ qs_transaction(PG_FUNCTION_ARGS)
 	TxnReq		r;
 	pg_uuid_t	txid;
 	QsJson		j;
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile int failed = -1;
-	char	   *volatile error = NULL;
-	volatile bool raised = false;
+	int			failed;
+	const char *error;
+	bool		raised;
 
 	memset(&r, 0, sizeof(r));
 	parse_request(fcinfo, &r);
-	r.outer = oldcontext;
+	r.outer = CurrentMemoryContext;
+	r.failed = -1;
 	r.item_pid = palloc0(sizeof(pg_uuid_t) * Max(r.nitems, 1));
 	qs_uuid7(&txid);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		qs_spi_connect();
-		failed = run_transaction(&r);
-		qs_spi_finish();
-		if (failed < 0)
-			ReleaseCurrentSubTransaction();
-		else
-			RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		/* cancellation and timeouts are the caller's, not a verdict */
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		error = edata->message;
-		raised = true;
-	}
-	PG_END_TRY();
+	error = qs_subxact_run(run_work, &r);
+	raised = error != NULL;
+	failed = r.failed;
 
 	if (!raised && failed >= 0)
 	{
