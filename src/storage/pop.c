@@ -10,7 +10,6 @@
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"
-#include "utils/datetime.h"
 #include "utils/datum.h"
 
 typedef struct PopCtx
@@ -161,40 +160,6 @@ static QsPlan lease_plan = {
 	" WHERE partition_id = $1 AND consumer_group = $2",
 	6, {UUIDOID, TEXTOID, TEXTOID, INT4OID, INT8OID, INT8OID}
 };
-
-/*
- * subscriptionFrom as timestamptz_in reads it, but answering false instead
- * of raising, so that a bad one is the caller's 400 naming the field.
- */
-static bool
-parse_from(const char *s, TimestampTz *out)
-{
-	fsec_t		fsec;
-	struct pg_tm tt;
-	int			tz;
-	int			dtype;
-	int			nf;
-	char	   *field[MAXDATEFIELDS];
-	int			ftype[MAXDATEFIELDS];
-	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
-	int			dterr;
-
-	dterr = ParseDateTime(s, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &nf);
-	if (dterr == 0)
-		dterr = DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz);
-	if (dterr != 0)
-		return false;
-	switch (dtype)
-	{
-		case DTK_DATE:
-			return tm2timestamp(&tt, fsec, &tz, out) == 0 && IS_VALID_TIMESTAMP(*out);
-		case DTK_EPOCH:
-			*out = SetEpochTimestamp();
-			return true;
-		default:
-			return false;		/* infinity and the like: no segment is that old or new */
-	}
-}
 
 /* Where a group that first meets a partition starts (its durable subscription). */
 static void
@@ -563,11 +528,8 @@ qs_pop(PG_FUNCTION_ARGS)
 	qs_check_text("consumer group name", c.group, strlen(c.group), QS_NAME_MAX);
 	if (mode)
 		qs_check_text("subscriptionMode", mode, strlen(mode), QS_NAME_MAX);
-	if (from && from[0] != '\0' && pg_strcasecmp(from, "now") != 0 && !parse_from(from, &from_ts))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("subscriptionFrom must be a timestamp or \"now\""),
-				 errdetail("Got \"%s\".", from)));
+	if (from && from[0] != '\0' && pg_strcasecmp(from, "now") != 0)
+		from_ts = qs_parse_timestamp(from, "subscriptionFrom");
 
 	qsj_init(&j);
 	c.j = &j;

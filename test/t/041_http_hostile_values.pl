@@ -69,7 +69,8 @@ for my $i (1 .. 2)
 }
 ($st, $doc) = http_json($node, 'GET', '/api/v1/pop/queue/cq/partition/bad');
 is($st, 500, 'a pop naming the damaged partition answers 500');
-like($doc->{error}, qr/corrupt log segment/, 'naming the corruption');
+like($doc->{error}, qr/corrupt data/, 'saying the data is corrupt (the detail goes to the log)');
+like(slurp_file($node->logfile), qr/corrupt log segment in partition [0-9a-f-]{36} at base offset 0/, 'the log names partition and offset');
 my (undef, $metrics) = http($node, 'GET', '/metrics');
 like($metrics, qr/^queen_streams_corrupt_segment_skips_total 2$/m, '/metrics counts the skips');
 my $log = slurp_file($node->logfile);
