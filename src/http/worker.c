@@ -113,7 +113,8 @@ retention_step(MemoryContext cxt, QsSweepItem **items, int *n, int i, QsSweepRes
 		FlushErrorState();
 		AbortCurrentTransaction();
 		ereport(LOG,
-				(errmsg("queen_streams: retention sweep failed: %s", edata->message)));
+				(errcode(edata->sqlerrcode),
+				 errmsg("retention sweep failed: %s", edata->message)));
 		FreeErrorData(edata);
 		ok = false;
 	}
@@ -138,7 +139,7 @@ run_retention(void)
 			(void) retention_step(cxt, &items, &n, i, &res);
 		}
 	if (res.segments > 0 || res.txns > 0)
-		elog(DEBUG1, "queen_streams: retention sweep deleted " INT64_FORMAT " segments of "
+		elog(DEBUG1, "retention sweep deleted " INT64_FORMAT " segments of "
 			 INT64_FORMAT " partitions and purged " INT64_FORMAT " hash rows",
 			 res.segments, res.partitions, res.txns);
 	MemoryContextDelete(cxt);
