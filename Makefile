@@ -19,6 +19,7 @@ OBJS = \
 	src/http/daemon.o \
 	src/http/limits.o \
 	src/http/metrics.o \
+	src/http/pattern.o \
 	src/http/router.o \
 	src/http/routes.o \
 	src/http/routes_admin.o \
@@ -103,3 +104,14 @@ prove_installcheck:
 		$(PROVE) $(PG_PROVE_FLAGS) $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/t/*.pl)
 
 .PHONY: prove_installcheck
+
+# libFuzzer harnesses (clang; not part of the extension's build or CI's):
+# `make fuzz` builds them in test/fuzz, `make fuzz-run FUZZ_TIME=20` runs
+# each that long over its checked-in corpus.
+fuzz:
+	$(MAKE) -C test/fuzz PG_CONFIG=$(PG_CONFIG)
+
+fuzz-run:
+	$(MAKE) -C test/fuzz PG_CONFIG=$(PG_CONFIG) check $(if $(FUZZ_TIME),FUZZ_TIME=$(FUZZ_TIME))
+
+.PHONY: fuzz fuzz-run

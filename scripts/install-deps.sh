@@ -17,6 +17,8 @@ PACKAGES=(
 	curl
 	openssl
 	rsync
+	clang
+	libclang-rt-14-dev
 )
 
 missing=()

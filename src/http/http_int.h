@@ -7,6 +7,7 @@
 #define QS_HTTP_INT_H
 
 #include "http/http.h"
+#include "http/pattern.h"
 
 #include "access/xlogdefs.h"
 #include "lib/ilist.h"
@@ -43,7 +44,6 @@ typedef int QsRouteId;
 
 #define QS_R_NONE		0		/* 404, 405, refused before routing */
 #define QS_MAX_ROUTES	96		/* rows of the table, for the shared counters */
-#define QS_MAX_PARAMS	4		/* :name segments of one pattern */
 
 extern const char *qs_route_name(QsRouteId id);
 extern const char *qs_route_method(QsRouteId id);

@@ -222,7 +222,7 @@ qs_segment_try_decode(bytea *blob, int64 count, char **why)
 	if (count < 1 || (uint64) count > size / (4 + QS_FRAME_MIN_BODY))
 		return corrupt(why, "%lld frames cannot fit in %zu bytes.", (long long) count, size), NULL;
 
-	frames = palloc_array(QsFrame, count);
+	frames = palloc(sizeof(QsFrame) * (Size) count);	/* count <= size / 23: no wrap */
 	for (int64 i = 0; i < count; i++)
 	{
 		QsFrame    *f = &frames[i];
