@@ -65,6 +65,14 @@ queue_response(QsReq *req)
 								req->content_type ? req->content_type : "application/json");
 	if (req->retry_after)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, req->retry_after);
+	if (req->cache_control)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, req->cache_control);
+	if (req->csp)
+	{
+		MHD_add_response_header(r, "Content-Security-Policy", req->csp);
+		MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+		MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	}
 	if (req->www_authenticate)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, req->www_authenticate);
 	if (req->status == 405)
