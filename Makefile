@@ -14,6 +14,7 @@ OBJS = \
 	src/common/spi_plan.o \
 	src/common/subxact.o \
 	src/common/tenant.o \
+	src/common/text.o \
 	src/common/uuid7.o \
 	src/http/daemon.o \
 	src/http/limits.o \
@@ -47,6 +48,7 @@ OBJS = \
 	src/storage/lease.o \
 	src/storage/maintenance.o \
 	src/storage/retention.o \
+	src/storage/fence.o \
 	src/storage/resources.o \
 	src/storage/dashboard.o \
 	src/storage/messages.o \

@@ -64,6 +64,11 @@ extern bool qs_access_allows(QsAccess have, QsAccess need);
 typedef void (*QsPushedHook) (const pg_uuid_t *tenant, const char *queue, int nmsgs);
 extern QsPushedHook qs_pushed_hook;
 
+/* text.c: the one rule for strings from URLs and segments */
+#define QS_NAME_MAX 255			/* queue, partition and consumer group names, in bytes */
+extern const char *qs_text_problem(const char *s, size_t len, size_t max_len);
+extern void qs_check_text(const char *what, const char *s, size_t len, size_t max_len);
+
 /* uuid7.c */
 extern void qs_uuid7(pg_uuid_t *out);
 extern void qs_uuid_format(const pg_uuid_t *u, char *out);	/* out: 37 bytes */

@@ -92,6 +92,36 @@ queue_response(QsReq *req)
 	return ok == MHD_YES;
 }
 
+/*
+ * Percent-decoding of the path and of query keys and values, as
+ * libmicrohttpd's own (%HH; a malformed escape is kept as it is), except
+ * that %00 decodes to the byte 0xFF: our callbacks see C strings, which a
+ * decoded NUL would silently cut short (a queue "a%00b" becoming "a"),
+ * while 0xFF is never valid UTF-8, so the one text rule refuses the value
+ * with a 400 naming its field.
+ */
+static size_t
+unescape_cb(void *cls, struct MHD_Connection *c, char *s)
+{
+	char	   *r = s;
+	char	   *w = s;
+
+	while (*r)
+	{
+		if (r[0] == '%' && qs_hexval(r[1]) >= 0 && qs_hexval(r[2]) >= 0)
+		{
+			int			v = qs_hexval(r[1]) * 16 + qs_hexval(r[2]);
+
+			*w++ = v == 0 ? (char) 0xFF : (char) v;
+			r += 3;
+		}
+		else
+			*w++ = *r++;
+	}
+	*w = '\0';
+	return w - s;
+}
+
 static QsReq *
 request_new(struct MHD_Connection *mhd, const char *url, const char *method, const char *version)
 {
@@ -358,6 +388,7 @@ qs_http_daemon_start(void)
 							   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) 0,
 							   MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
 							   MHD_OPTION_NOTIFY_CONNECTION, connection_cb, NULL,
+							   MHD_OPTION_UNESCAPE_CALLBACK, unescape_cb, NULL,
 							   MHD_OPTION_END);
 	starting = false;
 	if (daemon_ == NULL)

@@ -259,6 +259,7 @@ extern void qs_http_retry(QsReq *req);
 extern void qs_http_error(QsReq *req, int status, const char *message);
 extern void qs_http_json(QsReq *req, int status, const char *json, int len);
 extern Jsonb *qs_http_body_jsonb(QsReq *req);
+extern const char *qs_http_query_value(QsReq *req, const char *key);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);

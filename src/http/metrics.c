@@ -4,6 +4,7 @@
  * that lets acks (which name only a partition) count on their queue.
  */
 #include "http/http_int.h"
+#include "storage/storage.h"
 
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -203,6 +204,11 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 		   "Commits that moved the wake generation of a queue.");
 	appendStringInfo(out, "queen_streams_wakeups_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->wakes));
+	/* server-wide, like the wake-ups (storage counts it: fence.c) */
+	header(out, "queen_streams_corrupt_segment_skips_total", "counter",
+		   "Wildcard pops that skipped a partition whose next segment does not decode.");
+	appendStringInfo(out, "queen_streams_corrupt_segment_skips_total " UINT64_FORMAT "\n",
+					 qs_corrupt_skips());
 
 queues:
 	for (int k = 0; k < QS_STAT_COUNT; k++)

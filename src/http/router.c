@@ -238,6 +238,50 @@ route_def(QsRouteId id)
 	return qs_routes[id].call ? &qs_route_call : qs_routes[id].def;
 }
 
+/* The name of the i-th ":name" of a pattern. */
+static void
+param_name(const char *pattern, int i, char *out, size_t size)
+{
+	const char *s = strchr(pattern, ':');
+
+	while (s && i-- > 0)
+		s = strchr(s + 1, ':');
+	if (s == NULL)
+	{
+		strlcpy(out, "path", size);
+		return;
+	}
+	strlcpy(out, s + 1, Min(size, (size_t) (strchrnul(s + 1, '/') - s)));
+}
+
+/*
+ * Path parameters and query keys that name a queue, a partition or a
+ * consumer group (or a subscription mode): push's 255 bytes.
+ */
+static bool
+param_is_name(const char *name)
+{
+	return strcmp(name, "queue") == 0 || strcmp(name, "partition") == 0 ||
+		strcmp(name, "group") == 0 || strcmp(name, "consumerGroup") == 0 ||
+		strcmp(name, "subscriptionMode") == 0;
+}
+
+/*
+ * A query value of the request, NULL when absent or empty. It obeys the one
+ * text rule (valid UTF-8, no NUL, names within 255 bytes) or the request is
+ * invalid input naming it (22023: 400).
+ */
+const char *
+qs_http_query_value(QsReq *req, const char *key)
+{
+	const char *v = MHD_lookup_connection_value(req->mhd, MHD_GET_ARGUMENT_KIND, key);
+
+	if (v == NULL || v[0] == '\0')
+		return NULL;
+	qs_check_text(key, v, strlen(v), param_is_name(key) ? QS_NAME_MAX : 0);
+	return v;
+}
+
 /*
  * Match the path against the route table; sets req->route and the path
  * parameters, or answers 404 (no pattern matches), 405 (a pattern matches
@@ -270,9 +314,14 @@ match_route(QsReq *req)
 		req->route = id;
 		for (int i = 0; i < np; i++)
 		{
-			if (!pg_verify_mbstr(GetDatabaseEncoding(), ps[i], pl[i], true))
+			char		name[32];
+			const char *why;
+
+			param_name(qs_routes[id].pattern, i, name, sizeof(name));
+			why = qs_text_problem(ps[i], pl[i], param_is_name(name) ? QS_NAME_MAX : 0);
+			if (why != NULL)
 			{
-				qs_http_error(req, 400, "invalid byte sequence in the request path");
+				qs_http_error(req, 400, psprintf("%s %s", name, why));
 				return false;
 			}
 			req->params[i] = pnstrdup(ps[i], pl[i]);

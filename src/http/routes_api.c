@@ -65,15 +65,11 @@ param_index(const char *pattern, const char *name)
 static Datum
 query_arg(QsReq *req, const char *key, bool *isnull)
 {
-	const char *v = MHD_lookup_connection_value(req->mhd, MHD_GET_ARGUMENT_KIND, key);
+	const char *v = qs_http_query_value(req, key);
 
-	*isnull = (v == NULL || v[0] == '\0');
+	*isnull = (v == NULL);
 	if (*isnull)
 		return (Datum) 0;
-	if (!pg_verify_mbstr(GetDatabaseEncoding(), v, strlen(v), true))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("query parameter \"%s\" is not valid text", key)));
 	return CStringGetTextDatum(v);
 }
 

@@ -24,7 +24,7 @@
 dlist_head	qs_parked = DLIST_STATIC_INIT(qs_parked);
 
 /* How many of this worker's parked pops watch each wake slot. */
-static uint16 watch_count[QS_WAKE_SLOTS];
+static uint32 watch_count[QS_WAKE_SLOTS];
 
 static QsPlan push_plan = {
 	"SELECT queen.push($1, $2, $3)", 3, {JSONBOID, UUIDOID, TEXTOID}
@@ -119,9 +119,7 @@ const QsRouteDef qs_route_push = {parse_json_body, push_run, NULL, "push failed"
 static const char *
 arg(QsReq *req, const char *key)
 {
-	const char *v = MHD_lookup_connection_value(req->mhd, MHD_GET_ARGUMENT_KIND, key);
-
-	return (v && v[0] != '\0') ? v : NULL;
+	return qs_http_query_value(req, key);
 }
 
 static int

@@ -10,6 +10,7 @@
  * is open between requests.
  */
 #include "http/http_int.h"
+#include "storage/storage.h"
 
 #include "access/xact.h"
 #include "commands/extension.h"
@@ -70,11 +71,17 @@ worker_detach(int code, Datum arg)
 	pg_atomic_write_u32(&slot->parked, 0);
 }
 
-/* One retention sweep in its own transaction; a failure is logged only. */
-static void
-run_retention(void)
+/*
+ * One retention sweep: the list of partitions to visit in one transaction,
+ * then one short transaction per partition, so the sweep never holds more
+ * than one partition's row lock (pushes to the others go on meanwhile). A
+ * failure is logged only; the next partition is still swept.
+ */
+static bool
+retention_step(MemoryContext cxt, QsSweepItem **items, int *n, int i, QsSweepResult *res)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
 
 	PG_TRY();
 	{
@@ -83,12 +90,17 @@ run_retention(void)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (OidIsValid(get_extension_oid("queen_streams", true)))
 		{
-			pgstat_report_activity(STATE_RUNNING, "SELECT queen.retention_sweep()");
+			pgstat_report_activity(STATE_RUNNING, i < 0 ? "queen_streams retention sweep: planning"
+								   : "queen_streams retention sweep: one partition");
 			qs_spi_connect();
-			if (SPI_execute("SELECT queen.retention_sweep()", false, 0) != SPI_OK_SELECT)
-				elog(ERROR, "queen_streams: retention sweep failed");
+			if (i < 0)
+				*items = qs_retention_plan(cxt, n);
+			else
+				qs_retention_sweep_one(&(*items)[i], res);
 			qs_spi_finish();
 		}
+		else
+			ok = false;
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -101,11 +113,36 @@ run_retention(void)
 		FlushErrorState();
 		AbortCurrentTransaction();
 		ereport(LOG,
-				(errmsg("queen_streams: retention sweep failed: %s", edata->message)));
+				(errcode(edata->sqlerrcode),
+				 errmsg("retention sweep failed: %s", edata->message)));
 		FreeErrorData(edata);
+		ok = false;
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(oldcxt);
+	return ok;
+}
+
+static void
+run_retention(void)
+{
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams retention",
+											  ALLOCSET_DEFAULT_SIZES);
+	QsSweepItem *items = NULL;
+	int			n = 0;
+	QsSweepResult res = {0};
+
+	if (retention_step(cxt, &items, &n, -1, &res))
+		for (int i = 0; i < n && !ShutdownRequestPending; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			(void) retention_step(cxt, &items, &n, i, &res);
+		}
+	if (res.segments > 0 || res.txns > 0)
+		elog(DEBUG1, "retention sweep deleted " INT64_FORMAT " segments of "
+			 INT64_FORMAT " partitions and purged " INT64_FORMAT " hash rows",
+			 res.segments, res.partitions, res.txns);
+	MemoryContextDelete(cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 

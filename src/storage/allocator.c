@@ -32,19 +32,18 @@ static QsPlan create_partition_plan = {
 	3, {UUIDOID, TEXTOID, TEXTOID}
 };
 
-/* A queue or partition name: not empty, at most 255 bytes. */
+/* A queue or partition name: not empty, and the rule of every outside string. */
 void
 qs_check_name(const char *kind, const char *name)
 {
+	char		what[64];
+
 	if (name[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s name must not be empty", kind)));
-	if (strlen(name) > 255)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s name is too long", kind),
-				 errdetail("Names are at most 255 bytes.")));
+	snprintf(what, sizeof(what), "%s name", kind);
+	qs_check_text(what, name, strlen(name), QS_NAME_MAX);
 }
 
 bool
@@ -167,9 +166,9 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count,
 	res->base_offset = last - count + 1;
 	res->created_at = GetCurrentTimestamp();
 
-	hb = palloc(VARHDRSZ + count * QS_HASH_LEN);
-	SET_VARSIZE(hb, VARHDRSZ + count * QS_HASH_LEN);
-	memcpy(VARDATA(hb), hashes, count * QS_HASH_LEN);
+	hb = palloc(VARHDRSZ + (Size) count * QS_HASH_LEN);
+	SET_VARSIZE(hb, VARHDRSZ + (Size) count * QS_HASH_LEN);
+	memcpy(VARDATA(hb), hashes, (Size) count * QS_HASH_LEN);
 
 	args[1] = Int64GetDatum(res->base_offset);
 	args[2] = Int64GetDatum(last);
@@ -254,17 +253,33 @@ check_segment(bytea *blob, int count, const uint8 *hashes)
 	{
 		QsFrame    *f = &frames[i];
 		uint8		h[QS_HASH_LEN];
+		const char *why;
 
+		/* the one rule of outside strings: what a pop serves must read back */
+		if ((why = qs_text_problem(f->txn, f->txn_len, 0)) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("QPUSH bad segment: the transaction id of frame %d %s", i, why)));
+		if (f->psub && (why = qs_text_problem(f->psub, f->psub_len, 0)) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("QPUSH bad segment: the producer subject of frame %d %s", i, why)));
 		qs_txn_hash(f->txn, f->txn_len, h);
 		if (memcmp(h, hashes + i * QS_HASH_LEN, QS_HASH_LEN) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("QPUSH bad segment: hash %d is not the hash of frame %d's transaction id", i, i)));
+		/* an empty payload is served as null, as push stores an absent one */
 		if (f->payload_len > 0)
 		{
-			JsonLexContext *lex = makeJsonLexContextCstringLen((char *) f->payload, f->payload_len,
-															   GetDatabaseEncoding(), false);
+			JsonLexContext *lex;
 
+			if ((why = qs_text_problem(f->payload, f->payload_len, 0)) != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("QPUSH bad segment: the payload of frame %d %s", i, why)));
+			lex = makeJsonLexContextCstringLen((char *) f->payload, f->payload_len,
+											   GetDatabaseEncoding(), false);
 			if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -127,20 +127,32 @@ qs_segment_compress(const char *raw, Size len)
 	return out;
 }
 
-static void
-corrupt(const pg_uuid_t *pid, int64 base, const char *fmt, ...)
-pg_attribute_printf(3, 4);
+/*
+ * Corruption is reported, not raised, inside the decoder: a wildcard pop
+ * must be able to step over a damaged partition (pop.c), everyone else
+ * raises the one error below.
+ */
+static bool
+corrupt(char **why, const char *fmt,...)
+pg_attribute_printf(2, 3);
 
-static void
-corrupt(const pg_uuid_t *pid, int64 base, const char *fmt, ...)
+static bool
+corrupt(char **why, const char *fmt,...)
 {
 	char		detail[256];
-	char		ps[QS_UUID_STRLEN + 1];
 	va_list		ap;
 
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
+	*why = pstrdup(detail);
+	return false;
+}
+
+void
+qs_segment_corrupt_error(const pg_uuid_t *pid, int64 base, const char *why)
+{
+	char		ps[QS_UUID_STRLEN + 1];
 
 	if (pid)
 	{
@@ -148,17 +160,17 @@ corrupt(const pg_uuid_t *pid, int64 base, const char *fmt, ...)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("corrupt log segment in partition %s at base offset " INT64_FORMAT, ps, base),
-				 errdetail("%s", detail)));
+				 errdetail("%s", why)));
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("corrupt log segment"),
-			 errdetail("%s", detail)));
+			 errdetail("%s", why)));
 }
 
 /* Decompress a segment, refusing anything over the size cap. */
 static uint8 *
-segment_decompress(bytea *blob, const pg_uuid_t *pid, int64 base, size_t *len)
+segment_decompress(bytea *blob, size_t *len, char **why)
 {
 	const char *src = VARDATA_ANY(blob);
 	size_t		srclen = VARSIZE_ANY_EXHDR(blob);
@@ -167,11 +179,11 @@ segment_decompress(bytea *blob, const pg_uuid_t *pid, int64 base, size_t *len)
 	size_t		n;
 
 	if (size == ZSTD_CONTENTSIZE_ERROR)
-		corrupt(pid, base, "The blob is not a zstd frame.");
+		return corrupt(why, "The blob is not a zstd frame."), NULL;
 	if (size == ZSTD_CONTENTSIZE_UNKNOWN)
-		corrupt(pid, base, "The zstd frame does not declare its size.");
+		return corrupt(why, "The zstd frame does not declare its size."), NULL;
 	if (size > (unsigned long long) qs_max_segment_kb * 1024)
-		corrupt(pid, base, "It claims %llu decompressed bytes, over queen_streams.max_segment_size.", size);
+		return corrupt(why, "It claims %llu decompressed bytes, over queen_streams.max_segment_size.", size), NULL;
 
 	if (dctx == NULL)
 	{
@@ -184,30 +196,33 @@ segment_decompress(bytea *blob, const pg_uuid_t *pid, int64 base, size_t *len)
 	raw = palloc(size > 0 ? size : 1);
 	n = ZSTD_decompressDCtx(dctx, raw, size, src, srclen);
 	if (ZSTD_isError(n))
-		corrupt(pid, base, "zstd: %s.", ZSTD_getErrorName(n));
+		return corrupt(why, "zstd: %s.", ZSTD_getErrorName(n)), NULL;
 	if (n != size)
-		corrupt(pid, base, "Decompressed %zu bytes, the frame header declared %llu.", n, size);
+		return corrupt(why, "Decompressed %zu bytes, the frame header declared %llu.", n, (unsigned long long) size), NULL;
 	*len = size;
 	return raw;
 }
 
 /*
  * Decompress and split a segment into exactly `count` frames. Anything that
- * does not tile the buffer exactly, or claims more than the size cap, is an
- * error naming the segment: never a short batch.
+ * does not tile the buffer exactly, or claims more than the size cap, is
+ * corrupt: NULL with *why set, never a short batch. Every size computed
+ * from `count` is bounded by the buffer first, so nothing can wrap.
  */
 QsFrame *
-qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base)
+qs_segment_try_decode(bytea *blob, int64 count, char **why)
 {
 	size_t		size;
-	uint8	   *raw = segment_decompress(blob, pid, base, &size);
+	uint8	   *raw = segment_decompress(blob, &size, why);
 	size_t		pos = 0;
 	QsFrame    *frames;
 
-	if (count < 1 || (unsigned long long) count * (4 + QS_FRAME_MIN_BODY) > size)
-		corrupt(pid, base, "%lld frames cannot fit in %zu bytes.", (long long) count, size);
+	if (raw == NULL)
+		return NULL;
+	if (count < 1 || (uint64) count > size / (4 + QS_FRAME_MIN_BODY))
+		return corrupt(why, "%lld frames cannot fit in %zu bytes.", (long long) count, size), NULL;
 
-	frames = palloc(sizeof(QsFrame) * count);
+	frames = palloc(sizeof(QsFrame) * (Size) count);	/* count <= size / 23: no wrap */
 	for (int64 i = 0; i < count; i++)
 	{
 		QsFrame    *f = &frames[i];
@@ -216,11 +231,11 @@ qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base)
 		uint32		body;
 
 		if (size - pos < 4)
-			corrupt(pid, base, "Frame " INT64_FORMAT " of " INT64_FORMAT " is missing.", i, count);
+			return corrupt(why, "Frame " INT64_FORMAT " of " INT64_FORMAT " is missing.", i, count), NULL;
 		body = get_u32(raw + pos);
 		pos += 4;
 		if (body < QS_FRAME_MIN_BODY || body > size - pos)
-			corrupt(pid, base, "Frame " INT64_FORMAT " has an impossible body length %u.", i, body);
+			return corrupt(why, "Frame " INT64_FORMAT " has an impossible body length %u.", i, body), NULL;
 		p = raw + pos;
 		end = p + body;
 		pos += body;
@@ -232,14 +247,14 @@ qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base)
 		if (f->flags & QS_FLAG_TRACE)
 		{
 			if (end - p < UUID_LEN + 2)
-				corrupt(pid, base, "Frame " INT64_FORMAT " is too short for its trace id.", i);
+				return corrupt(why, "Frame " INT64_FORMAT " is too short for its trace id.", i), NULL;
 			f->trace = p;
 			p += UUID_LEN;
 		}
 		f->txn_len = get_u16(p);
 		p += 2;
 		if (end - p < f->txn_len)
-			corrupt(pid, base, "Frame " INT64_FORMAT " is too short for its transaction id.", i);
+			return corrupt(why, "Frame " INT64_FORMAT " is too short for its transaction id.", i), NULL;
 		f->txn = (const char *) p;
 		p += f->txn_len;
 		f->psub = NULL;
@@ -247,7 +262,7 @@ qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base)
 		if (f->flags & QS_FLAG_PRODUCER_SUB)
 		{
 			if (end - p < 2 || end - p - 2 < get_u16(p))
-				corrupt(pid, base, "Frame " INT64_FORMAT " is too short for its producer subject.", i);
+				return corrupt(why, "Frame " INT64_FORMAT " is too short for its producer subject.", i), NULL;
 			f->psub_len = get_u16(p);
 			p += 2;
 			f->psub = (const char *) p;
@@ -257,7 +272,19 @@ qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base)
 		f->payload_len = end - p;
 	}
 	if (pos != size)
-		corrupt(pid, base, "%zu bytes follow the last of " INT64_FORMAT " frames.", size - pos, count);
+		return corrupt(why, "%zu bytes follow the last of " INT64_FORMAT " frames.", size - pos, count), NULL;
+	return frames;
+}
+
+/* The same, raising XX001 naming the segment (pid may be NULL). */
+QsFrame *
+qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base)
+{
+	char	   *why = NULL;
+	QsFrame    *frames = qs_segment_try_decode(blob, count, &why);
+
+	if (frames == NULL)
+		qs_segment_corrupt_error(pid, base, why);
 	return frames;
 }
 
@@ -378,8 +405,13 @@ Datum
 qs_segment_decompress(PG_FUNCTION_ARGS)
 {
 	size_t		len;
-	uint8	   *raw = segment_decompress(PG_GETARG_BYTEA_PP(0), NULL, 0, &len);
-	bytea	   *out = palloc(VARHDRSZ + len);
+	char	   *why = NULL;
+	uint8	   *raw = segment_decompress(PG_GETARG_BYTEA_PP(0), &len, &why);
+	bytea	   *out;
+
+	if (raw == NULL)
+		qs_segment_corrupt_error(NULL, 0, why);
+	out = palloc(VARHDRSZ + len);
 
 	SET_VARSIZE(out, VARHDRSZ + len);
 	memcpy(VARDATA(out), raw, len);

@@ -18,6 +18,7 @@ typedef struct PopCtx
 	const char *queue;
 	const char *group;
 	bool		queue_mode;
+	bool		named;			/* the pop names its partition */
 	int			budget;
 	int			lease_seconds;
 	bool		auto_ack;
@@ -144,6 +145,12 @@ static QsPlan autoack_plan = {
 	4, {UUIDOID, TEXTOID, INT8OID, INT8OID}
 };
 
+static QsPlan fence_plan = {
+	"UPDATE queen.log_consumers SET lease_acquired_at = clock_timestamp()"
+	" WHERE partition_id = $1 AND consumer_group = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
 static QsPlan lease_plan = {
 	"UPDATE queen.log_consumers"
 	"   SET worker_id = $3, lease_expires_at = clock_timestamp() + make_interval(secs => $4),"
@@ -156,7 +163,7 @@ static QsPlan lease_plan = {
 
 /* Where a group that first meets a partition starts (its durable subscription). */
 static void
-load_subscription(PopCtx *c, const char *mode, const char *from)
+load_subscription(PopCtx *c, const char *mode, const char *from, TimestampTz from_ts)
 {
 	Datum		args[5];
 	char		nulls[5] = "     ";
@@ -182,9 +189,7 @@ load_subscription(PopCtx *c, const char *mode, const char *from)
 		else if (from && from[0] != '\0')
 		{
 			m = "timestamp";
-			ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(from),
-														 ObjectIdGetDatum(InvalidOid),
-														 Int32GetDatum(-1)));
+			ts = from_ts;
 		}
 		args[0] = qs_uuid_datum(&c->tenant);
 		args[1] = CStringGetTextDatum(c->group);
@@ -274,12 +279,21 @@ emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 
 /*
  * Read up to `budget` frames from `wanted` on, emitting them. Returns the
- * number taken and sets *last to the last offset delivered. *any_segment
- * says whether the partition has any live segment at or after the cursor.
+ * number taken and sets *first and *last to the first and last offsets
+ * delivered (a retention gap may lie between them, so the span can be wider
+ * than the count). *any_segment says whether the partition has any live
+ * segment at or after the cursor.
+ *
+ * A segment that does not decode ends the batch before it: frames already
+ * taken are delivered, and the next pop starts at the damaged segment. When
+ * it is the first segment of the batch, a pop that names the partition
+ * raises the corruption error; a wildcard pop fences the partition (logs
+ * and counts it, sets *fenced) and takes nothing from it, having written
+ * nothing, so that it can go on to healthy partitions.
  */
 static int
 read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
-			int64 wanted, int64 *last, bool *any_segment)
+			int64 wanted, int64 *first, int64 *last, bool *any_segment, bool *fenced)
 {
 	Datum		args[3];
 	int64		start = wanted;
@@ -289,6 +303,7 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 	TimestampTz hide_after = 0;
 
 	*any_segment = false;
+	*fenced = false;
 	if (qs_segment_covering(pid, wanted, &cov_base, &cov_end))
 		start = cov_base;		/* the batch starts mid-segment */
 	args[0] = pid;
@@ -313,6 +328,7 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 			TimestampTz created = DatumGetTimestampTz(qs_col(r, 3, &isnull));
 			QsFrame    *frames;
 			pg_uuid_t	puuid;
+			char	   *why = NULL;
 
 			*any_segment = true;
 			start = base + 1;
@@ -327,11 +343,25 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 				wanted = base;	/* retention gap: resume at the next live segment */
 
 			memcpy(puuid.data, DatumGetUUIDP(pid)->data, UUID_LEN);
-			frames = qs_segment_decode(DatumGetByteaPP(qs_col(r, 4, &isnull)),
-									   end - base + 1, &puuid, base);
+			frames = qs_segment_try_decode(DatumGetByteaPP(qs_col(r, 4, &isnull)),
+										   end - base + 1, &why);
+			if (frames == NULL)
+			{
+				if (taken == 0 && c->named)
+					qs_segment_corrupt_error(&puuid, base, why);
+				if (taken == 0)
+				{
+					qs_segment_fenced(&c->tenant, c->queue, &puuid, base, why);
+					*fenced = true;
+				}
+				stop = true;
+				break;
+			}
 			for (int64 off = wanted; off <= end && taken < c->budget; off++)
 			{
 				emit_message(c, &frames[off - base], created, pid_str, pname);
+				if (taken == 0)
+					*first = off;
 				*last = off;
 				taken++;
 			}
@@ -353,8 +383,10 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	int64		last_offset,
 				log_start,
 				committed,
+				first = -1,
 				last = -1;
 	bool		any_segment;
+	bool		fenced = false;
 	int			taken;
 	char		pid_str[QS_UUID_STRLEN + 1];
 	bool		isnull;
@@ -395,8 +427,14 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	any_segment = false;
 	if (committed < last_offset)
 		taken = read_frames(c, pid, pid_str, pname, Max(committed + 1, log_start),
-							&last, &any_segment);
+							&first, &last, &any_segment, &fenced);
 
+	if (fenced)
+	{
+		/* nothing taken or leased; to the back of the line, so healthy partitions come first */
+		qs_exec(&fence_plan, args, NULL, 0);
+		return 0;
+	}
 	if (taken == 0)
 	{
 		/* Everything past the cursor was removed: seal it (no phantom backlog). */
@@ -416,8 +454,6 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	}
 	else
 	{
-		int64		first = last - taken + 1;
-
 		args[2] = CStringGetTextDatum(c->worker);
 		args[3] = Int32GetDatum(c->lease_seconds);
 		args[4] = Int64GetDatum(last);
@@ -448,6 +484,7 @@ qs_pop(PG_FUNCTION_ARGS)
 	int			max_partitions = PG_ARGISNULL(9) ? 1 : PG_GETARG_INT32(9);
 	Datum		args[3];
 	bool		isnull;
+	TimestampTz from_ts = 0;
 
 	memset(&c, 0, sizeof(c));
 	if (PG_ARGISNULL(0) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)) == 0)
@@ -485,6 +522,14 @@ qs_pop(PG_FUNCTION_ARGS)
 	 */
 	if (partition && partition[0] == '\0')
 		partition = NULL;
+	qs_check_name("queue", c.queue);
+	if (partition)
+		qs_check_name("partition", partition);
+	qs_check_text("consumer group name", c.group, strlen(c.group), QS_NAME_MAX);
+	if (mode)
+		qs_check_text("subscriptionMode", mode, strlen(mode), QS_NAME_MAX);
+	if (from && from[0] != '\0' && pg_strcasecmp(from, "now") != 0)
+		from_ts = qs_parse_timestamp(from, "subscriptionFrom");
 
 	qsj_init(&j);
 	c.j = &j;
@@ -512,7 +557,7 @@ qs_pop(PG_FUNCTION_ARGS)
 			qs_uuid7(&w);
 			qs_uuid_format(&w, c.worker);
 		}
-		load_subscription(&c, mode, from);
+		load_subscription(&c, mode, from, from_ts);
 
 		args[0] = c.queue_id;
 		if (partition)
@@ -523,6 +568,7 @@ qs_pop(PG_FUNCTION_ARGS)
 			{
 				Datum		pid = datumCopy(qs_col(0, 1, &isnull), false, UUID_LEN);
 
+				c.named = true;
 				claim_partition(&c, pid, partition);
 			}
 		}
@@ -532,7 +578,9 @@ qs_pop(PG_FUNCTION_ARGS)
 			uint64		ncand;
 
 			args[1] = CStringGetTextDatum(c.group);
-			args[2] = Int32GetDatum(Max(max_partitions * 4, 16));
+			/* checked: partitions may be anything up to INT_MAX */
+			args[2] = Int32GetDatum(max_partitions > PG_INT32_MAX / 4 ? PG_INT32_MAX
+									: Max(max_partitions * 4, 16));
 			qs_exec(&candidates_plan, args, NULL, 0);
 			cand = SPI_tuptable;
 			ncand = SPI_processed;

@@ -45,8 +45,19 @@ static QsPlan delete_segments_plan = {
 /*
  * Hashes stay while an ack may still resolve through them: they go once
  * older than the dedup window (at least 15 minutes) and below every
- * consumer's cursor, or once retention has removed their segment.
+ * consumer's cursor, or once retention has removed their segment. One
+ * partition at a time, so no sweep holds more than one partition row lock.
  */
+static QsPlan purge_candidates_plan = {
+	"SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	" WHERE p.oldest_txn_at IS NOT NULL"
+	"   AND (p.txns_start < p.log_start"
+	"        OR p.oldest_txn_at < now() - make_interval(secs => GREATEST(q.dedup_window_seconds,"
+	"                                  q.completed_retention_seconds, 900)))"
+	" ORDER BY p.id",
+	0, {}
+};
+
 static QsPlan purge_txns_plan = {
 	"WITH part AS ("
 	"  SELECT p.id, p.log_start,"
@@ -55,62 +66,135 @@ static QsPlan purge_txns_plan = {
 	"         (SELECT min(c.committed) FROM queen.log_consumers c"
 	"           WHERE c.partition_id = p.id) AS floor"
 	"    FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-	"   WHERE p.oldest_txn_at IS NOT NULL),"
+	"   WHERE p.id = $1 AND p.oldest_txn_at IS NOT NULL),"
 	" gone AS (DELETE FROM queen.log_txns t USING part"
 	"           WHERE t.partition_id = part.id"
 	"             AND (t.end_offset < part.log_start"
 	"                  OR (t.created_at < part.horizon AND t.end_offset <= part.floor))"
-	"          RETURNING t.partition_id, t.end_offset),"
+	"          RETURNING t.end_offset),"
 	" moved AS (UPDATE queen.log_partitions p"
 	"              SET txns_start = GREATEST(p.txns_start, g.top + 1),"
 	"                  oldest_txn_at = (SELECT t.created_at FROM queen.log_txns t"
 	"                                    WHERE t.partition_id = p.id AND t.base_offset > g.top"
 	"                                    ORDER BY t.base_offset LIMIT 1)"
-	"             FROM (SELECT partition_id, max(end_offset) AS top FROM gone"
-	"                    GROUP BY partition_id ORDER BY partition_id) g"
-	"            WHERE p.id = g.partition_id RETURNING 1)"
+	"             FROM (SELECT max(end_offset) AS top, count(*) AS n FROM gone) g"
+	"            WHERE p.id = $1 AND g.n > 0 RETURNING 1)"
 	"SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM moved)",
-	0, {}
+	1, {UUIDOID}
 };
 
+/*
+ * The partitions a sweep visits, in ascending id, with what to do to each:
+ * secs > 0, delete segments older than that; purge, look at its hashes.
+ * The caller is connected to SPI; the list is allocated in `into`.
+ */
+QsSweepItem *
+qs_retention_plan(MemoryContext into, int *n)
+{
+	SPITupleTable *exp;
+	SPITupleTable *pur;
+	uint64		nexp,
+				npur,
+				i = 0,
+				k = 0;
+	QsSweepItem *items;
+	int			m = 0;
+
+	qs_exec(&expired_plan, NULL, NULL, 0);
+	exp = SPI_tuptable;
+	nexp = SPI_processed;
+	qs_exec(&purge_candidates_plan, NULL, NULL, 0);
+	pur = SPI_tuptable;
+	npur = SPI_processed;
+	items = MemoryContextAllocZero(into, sizeof(QsSweepItem) * (nexp + npur + 1));
+
+	/* merge the two id-ordered lists */
+	while (i < nexp || k < npur)
+	{
+		bool		isnull;
+		pg_uuid_t	a,
+					b;
+		int			c;
+
+		if (i < nexp)
+			a = *DatumGetUUIDP(SPI_getbinval(exp->vals[i], exp->tupdesc, 1, &isnull));
+		if (k < npur)
+			b = *DatumGetUUIDP(SPI_getbinval(pur->vals[k], pur->tupdesc, 1, &isnull));
+		c = i >= nexp ? 1 : k >= npur ? -1 : memcmp(a.data, b.data, UUID_LEN);
+		if (c <= 0)
+		{
+			items[m].pid = a;
+			items[m].secs = DatumGetInt32(SPI_getbinval(exp->vals[i], exp->tupdesc, 2, &isnull));
+			i++;
+		}
+		else
+			items[m].pid = b;
+		if (c >= 0)
+		{
+			items[m].purge = true;
+			k++;
+		}
+		m++;
+	}
+	SPI_freetuptable(pur);
+	SPI_freetuptable(exp);
+	*n = m;
+	return items;
+}
+
+/*
+ * Sweep one partition: delete its expired segments, move log_start, purge
+ * the hashes nobody needs. The caller is connected to SPI.
+ */
+void
+qs_retention_sweep_one(const QsSweepItem *item, QsSweepResult *res)
+{
+	Datum		args[2];
+
+	args[0] = qs_uuid_datum(&item->pid);
+	if (item->secs > 0)
+	{
+		args[1] = Int32GetDatum(item->secs);
+		qs_exec(&delete_segments_plan, args, NULL, 0);
+		if (SPI_processed == 1)
+		{
+			res->segments += qs_col_int64(0, 1, 0);
+			res->partitions++;
+		}
+	}
+	/* a segment just deleted may free hashes: look whatever the plan said */
+	if (item->purge || item->secs > 0)
+	{
+		qs_exec(&purge_txns_plan, args, NULL, 0);
+		res->txns += qs_col_int64(0, 1, 0);
+	}
+}
+
+/*
+ * SQL: queen.retention_sweep(), every partition in the caller's
+ * transaction. The listener's first worker runs the same steps with one
+ * short transaction per partition instead (worker.c).
+ */
 PG_FUNCTION_INFO_V1(qs_retention_sweep);
 Datum
 qs_retention_sweep(PG_FUNCTION_ARGS)
 {
-	int64		segments = 0;
-	int64		partitions = 0;
-	int64		txns = 0;
+	QsSweepResult res = {0};
+	QsSweepItem *items;
+	int			n;
 	QsJson		j;
-	SPITupleTable *cand;
-	uint64		ncand;
 
 	qsj_init(&j);
 	qs_spi_connect();
-	qs_exec(&expired_plan, NULL, NULL, 0);
-	cand = SPI_tuptable;
-	ncand = SPI_processed;
-	for (uint64 i = 0; i < ncand; i++)
-	{
-		Datum		args[2];
-		bool		isnull;
-
-		args[0] = SPI_getbinval(cand->vals[i], cand->tupdesc, 1, &isnull);
-		args[1] = SPI_getbinval(cand->vals[i], cand->tupdesc, 2, &isnull);
-		qs_exec(&delete_segments_plan, args, NULL, 0);
-		if (SPI_processed == 1)
-		{
-			segments += qs_col_int64(0, 1, 0);
-			partitions++;
-		}
-	}
-	qs_exec(&purge_txns_plan, NULL, NULL, 0);
-	txns = qs_col_int64(0, 1, 0);
+	items = qs_retention_plan(CurrentMemoryContext, &n);
+	for (int i = 0; i < n; i++)
+		qs_retention_sweep_one(&items[i], &res);
 	qs_spi_finish();
 
 	qsj_object(&j, NULL);
-	qsj_int(&j, "segmentsDeleted", segments);
-	qsj_int(&j, "partitions", partitions);
-	qsj_int(&j, "txnsPurged", txns);
+	qsj_int(&j, "segmentsDeleted", res.segments);
+	qsj_int(&j, "partitions", res.partitions);
+	qsj_int(&j, "txnsPurged", res.txns);
 	qsj_end_object(&j);
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }

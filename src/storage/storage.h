@@ -36,6 +36,8 @@ extern void qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
 							const char *payload, int payload_len);
 extern bytea *qs_segment_compress(const char *raw, Size len);
 extern QsFrame *qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base);
+extern QsFrame *qs_segment_try_decode(bytea *blob, int64 count, char **why);
+extern void qs_segment_corrupt_error(const pg_uuid_t *pid, int64 base, const char *why) pg_attribute_noreturn();
 extern void qs_txn_hash(const char *txn, int len, uint8 *out);
 
 /* encryption.c: AES-256-GCM payload envelopes (facts §9) */
@@ -144,6 +146,30 @@ typedef struct QsPushGroup
 extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what);
 extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 								  bool repack, int *ngroups);
+
+/* fence.c: corrupt segments fence their partition only */
+extern void qs_storage_init(void);
+extern uint64 qs_corrupt_skips(void);
+extern void qs_segment_fenced(const pg_uuid_t *tenant, const char *queue, const pg_uuid_t *pid,
+							  int64 base, const char *why);
+
+/* retention.c: the sweep, one partition at a time */
+typedef struct QsSweepItem
+{
+	pg_uuid_t	pid;
+	int			secs;			/* > 0: delete segments older than this */
+	bool		purge;			/* some hash row may be purgeable */
+} QsSweepItem;
+
+typedef struct QsSweepResult
+{
+	int64		segments;
+	int64		partitions;
+	int64		txns;
+} QsSweepResult;
+
+extern QsSweepItem *qs_retention_plan(MemoryContext into, int *n);
+extern void qs_retention_sweep_one(const QsSweepItem *item, QsSweepResult *res);
 
 /* maintenance.c */
 extern bool qs_maintenance_on(bool pop);

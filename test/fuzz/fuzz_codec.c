@@ -55,8 +55,12 @@ run(const uint8_t *data, size_t size)
 		}
 		return;
 	}
-	if (!fuzz_try(raw = segment_decompress(blob, NULL, 0, &rawlen)))
-		abort();				/* it just worked */
+	{
+		char	   *why = NULL;
+
+		if (!fuzz_try(raw = segment_decompress(blob, &rawlen, &why)) || raw == NULL)
+			abort();			/* it just worked */
+	}
 
 	{
 		StringInfoData again;

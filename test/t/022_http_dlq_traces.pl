@@ -317,7 +317,7 @@ is($st, 400, 'by-name bad limit: 400');
 is($st, 400, 'by-name bad offset: 400');
 ($st, $doc) = http_json($node, 'GET', '/api/v1/traces/by-name/%ff');
 is($st, 400, 'a path parameter with invalid UTF-8: 400');
-is($doc->{error}, 'invalid byte sequence in the request path', 'its message');
+is($doc->{error}, 'name must be valid UTF-8 without NUL bytes', 'its message names the parameter');
 
 # ---- GET /api/v1/traces/names
 $doc = get_both('names', '/api/v1/traces/names', 'queen.trace_names()');

@@ -37,6 +37,8 @@ EOF
 	$node->safe_psql('postgres', 'CREATE EXTENSION queen_streams')
 	  unless $opt{no_extension};
 	$node->{qs_http_port} = $port;
+	# without the extension there is no SQL to ask: any answer will do
+	local $node->{qs_no_sql} = 1 if $opt{no_extension};
 	wait_http($node);
 	return $node;
 }
