@@ -3,6 +3,7 @@
  */
 #include "common/common.h"
 #include "http/http.h"
+#include "storage/storage.h"
 #include "utils/guc.h"
 
 PG_MODULE_MAGIC;
@@ -15,5 +16,6 @@ _PG_init(void)
 	qs_guc_init();
 	qs_http_guc_init();
 	MarkGUCPrefixReserved("queen_streams");
+	qs_dedup_shmem_init();
 	qs_http_init();
 }

@@ -196,8 +196,9 @@ qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 	qs_exec(&segment_plan, args, NULL, 0);
 	args[4] = PointerGetDatum(hb);
 	qs_exec(&txns_plan, args, NULL, 0);
-	if (window > 0 && prev_last == res->base_offset - 1)
-		qs_dedup_record(pid, res->base_offset, count, hashes, res->created_at);
+	/* still under the row lock: the shared dedup cache learns the segment */
+	qs_dedup_record(pid, res->base_offset, count, hashes, res->created_at,
+					window > 0 && prev_last == res->base_offset - 1);
 }
 
 static QsPlan covering_plan = {

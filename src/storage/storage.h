@@ -84,7 +84,8 @@ extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,
 						   const uint8 *hashes, const bool *probe, TimestampTz now,
 						   QsAppendResult *res);
 extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
-							const uint8 *hashes, TimestampTz created_at);
+							const uint8 *hashes, TimestampTz created_at, bool dedup_on);
+extern void qs_dedup_shmem_init(void);
 
 /* push.c: pack items into one segment per (queue, partition) and append */
 typedef enum QsPushStatus
