@@ -5,12 +5,14 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 MODULE_big = $(EXTENSION)
 OBJS = \
 	src/queen_streams.o \
+	src/common/args.o \
 	src/common/guc.o \
 	src/common/hooks.o \
 	src/common/json_out.o \
 	src/common/jwt.o \
 	src/common/json_in.o \
 	src/common/spi_plan.o \
+	src/common/subxact.o \
 	src/common/tenant.o \
 	src/common/uuid7.o \
 	src/http/daemon.o \
@@ -22,22 +24,29 @@ OBJS = \
 	src/http/routes_api.o \
 	src/http/routes_queue.o \
 	src/http/routes_streams.o \
+	src/http/screen.o \
 	src/http/settings.o \
 	src/http/shmem.o \
 	src/http/worker.o \
 	src/storage/codec.o \
 	src/storage/configure.o \
+	src/storage/groups.o \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/push.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
+	src/storage/transaction.o \
 	src/storage/dlq.o \
 	src/storage/traces.o \
 	src/storage/lease.o \
 	src/storage/maintenance.o \
 	src/storage/retention.o \
+	src/storage/resources.o \
+	src/storage/dashboard.o \
+	src/storage/messages.o \
+	src/storage/message_get.o \
 	src/streams/cycle.o \
 	src/streams/register.o \
 	src/streams/state.o \

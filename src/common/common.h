@@ -24,6 +24,8 @@ extern int	qs_max_segment_kb;
 extern int	qs_dedup_cache_entries;
 extern int	qs_dedup_partition_entries;
 extern char *qs_encryption_key;
+extern bool qs_encryption_fail_open;
+extern bool qs_ack_requires_lease;
 extern void qs_guc_init(void);
 
 /* jwt.c: bearer tokens and the access levels their `role` claim grants */
@@ -40,6 +42,7 @@ typedef struct QsToken
 {
 	QsAccess	level;
 	char	   *sub;			/* NULL when absent */
+	char	   *tenant;			/* the jwt_tenant_claim claim; NULL when absent or unset */
 } QsToken;
 
 #define QS_AUTH_OFF 0
@@ -47,6 +50,10 @@ typedef struct QsToken
 extern int	qs_auth_mode;
 extern char *qs_jwt_secret;
 extern char *qs_jwt_public_key_file;
+extern char *qs_jwt_tenant_claim;
+extern bool qs_jwt_require_exp;
+extern char *qs_jwt_issuer;
+extern char *qs_jwt_audience;
 extern const char *qs_jwt_verify(const char *token, int len, QsToken *out);
 extern bool qs_access_allows(QsAccess have, QsAccess need);
 
@@ -92,7 +99,9 @@ extern void qsj_bool(QsJson *j, const char *key, bool val);
 extern void qsj_null(QsJson *j, const char *key);
 extern void qsj_raw(QsJson *j, const char *key, const char *json, int len);
 extern void qsj_uuid(QsJson *j, const char *key, const pg_uuid_t *u);
-extern void qsj_time(QsJson *j, const char *key, TimestampTz ts);
+extern void qsj_time(QsJson *j, const char *key, TimestampTz ts);	/* microseconds, as pop */
+extern void qsj_time_ms(QsJson *j, const char *key, TimestampTz ts);	/* milliseconds, as the admin reads */
+extern void qsj_time_ms_or_null(QsJson *j, const char *key, bool has, TimestampTz ts);
 extern Jsonb *qsj_jsonb(QsJson *j);
 extern void qs_format_time(TimestampTz ts, char *out);	/* out: 32 bytes */
 
@@ -107,6 +116,11 @@ extern JsonbContainer *qs_json_array(JsonbContainer *obj, const char *key, const
 extern JsonbContainer *qs_json_container(JsonbValue *v);
 extern char *qs_json_text(JsonbValue *v, int *len);
 extern char *qs_json_cstring(JsonbValue *v);
+
+/* args.c: reading a SQL function's arguments with precise errors */
+extern char *qs_text_arg(FunctionCallInfo fcinfo, int argno);	/* NULL for NULL or '' */
+extern char *qs_required_text_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern TimestampTz qs_parse_timestamp(const char *s, const char *what);
 
 /* spi_plan.c: statements prepared once per backend and kept */
 #define QS_MAX_PLAN_ARGS 20
@@ -124,5 +138,13 @@ extern int64 qs_col_int64(int row, int col, int64 ifnull);
 extern bool qs_col_bool(int row, int col, bool ifnull);
 extern void qs_spi_connect(void);
 extern void qs_spi_finish(void);
+
+/*
+ * subxact.c: run work (connected to SPI) in an internal subtransaction; it
+ * returns true to keep what it did, false to roll it back. The answer is
+ * NULL, or the message of the error that rolled it back.
+ */
+typedef bool (*QsSubxactWork) (void *arg);
+extern const char *qs_subxact_run(QsSubxactWork work, void *arg);
 
 #endif							/* QS_COMMON_H */

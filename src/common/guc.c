@@ -13,9 +13,15 @@ int			qs_max_segment_kb = 262144;
 int			qs_dedup_cache_entries = 262144;
 int			qs_dedup_partition_entries = 0;
 char	   *qs_encryption_key = NULL;
+bool		qs_encryption_fail_open = false;
+bool		qs_ack_requires_lease = false;
 int			qs_auth_mode = QS_AUTH_OFF;
 char	   *qs_jwt_secret = NULL;
 char	   *qs_jwt_public_key_file = NULL;
+char	   *qs_jwt_tenant_claim = NULL;
+bool		qs_jwt_require_exp = false;
+char	   *qs_jwt_issuer = NULL;
+char	   *qs_jwt_audience = NULL;
 
 static const struct config_enum_entry auth_options[] = {
 	{"off", QS_AUTH_OFF, false},
@@ -69,6 +75,23 @@ qs_guc_init(void)
 							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("queen_streams.encryption_fail_open",
+							 gettext_noop("Store plaintext, with a WARNING, when a queue with encryption enabled has no usable key."),
+							 gettext_noop("Off: such a push is refused and nothing is stored. On: Queen's behaviour."),
+							 &qs_encryption_fail_open,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("queen_streams.ack_requires_lease",
+							 gettext_noop("Refuse an ack without leaseId of a message that a live lease covers."),
+							 gettext_noop("Off (Queen's behaviour): an ack without leaseId skips the lease check "
+										  "and can commit another consumer's leased batch."),
+							 &qs_ack_requires_lease,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
 	DefineCustomEnumVariable("queen_streams.auth",
 							 gettext_noop("Access control of the HTTP listener: off, or jwt (Authorization: Bearer)."),
 							 NULL,
@@ -89,5 +112,34 @@ qs_guc_init(void)
 							   &qs_jwt_public_key_file,
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_tenant_claim",
+							   gettext_noop("Token claim that names the only tenant a token may act for."),
+							   gettext_noop("When set, with tenancy = header, a request whose tenant is not "
+											"the UUID in this claim is refused with 403. Empty: not checked."),
+							   &qs_jwt_tenant_claim,
+							   "",
+							   PGC_SUSET, 0,
+							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("queen_streams.jwt_require_exp",
+							 gettext_noop("Refuse bearer tokens without an exp claim."),
+							 NULL,
+							 &qs_jwt_require_exp,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_issuer",
+							   gettext_noop("The iss claim every bearer token must carry; empty: not checked."),
+							   NULL,
+							   &qs_jwt_issuer,
+							   "",
+							   PGC_SUSET, 0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_audience",
+							   gettext_noop("The audience every bearer token's aud claim must name; empty: not checked."),
+							   NULL,
+							   &qs_jwt_audience,
+							   "",
+							   PGC_SUSET, 0,
 							   NULL, NULL, NULL);
 }

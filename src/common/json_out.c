@@ -160,3 +160,25 @@ qsj_jsonb(QsJson *j)
 	Assert(j->depth == 0);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(j->buf.data)));
 }
+
+/* Queen's SP timestamps: UTC with milliseconds, YYYY-MM-DDTHH:MI:SS.mmmZ. */
+void
+qsj_time_ms(QsJson *j, const char *key, TimestampTz ts)
+{
+	char		s[32];
+
+	qs_format_time(ts, s);		/* ...SS.uuuuuuZ: keep the milliseconds */
+	s[23] = 'Z';
+	s[24] = '\0';
+	qsj_str(j, key, s);
+}
+
+/* The same, or null when there is no time. */
+void
+qsj_time_ms_or_null(QsJson *j, const char *key, bool has, TimestampTz ts)
+{
+	if (has)
+		qsj_time_ms(j, key, ts);
+	else
+		qsj_null(j, key);
+}

@@ -20,6 +20,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #define JWT_LEEWAY_SECONDS 30
@@ -112,38 +113,194 @@ b64url_decode(const char *s, int len, char **out, int *outlen)
 }
 
 /*
- * Parse JSON text into an object container, or NULL. The text is validated
- * first (escapes included), so jsonb_in cannot raise on a hostile token.
+ * The top-level members of a token's header or payload, read with
+ * PostgreSQL's JSON parser and semantic callbacks, never through jsonb:
+ * numbers stay text (jsonb_in raises on a number like 1e999999999) and a
+ * duplicate member makes the token malformed. An array of strings (aud) is
+ * kept as its strings.
  */
-static JsonbContainer *
-json_object_or_null(const char *text, int len)
+typedef struct JwtMember
 {
-	JsonLexContext *lex;
-	Jsonb	   *jb;
+	char	   *name;
+	JsonTokenType type;			/* of a scalar; JSON_TOKEN_ARRAY_START, JSON_TOKEN_OBJECT_START */
+	char	   *text;			/* scalar text (strings unescaped) */
+	List	   *strings;		/* the string elements of an array */
+} JwtMember;
 
-	if (memchr(text, 0, len) != NULL || !pg_verifymbstr(text, len, true))
-		return NULL;
-	lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
-	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
-		return NULL;
-	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
-	return JB_ROOT_IS_OBJECT(jb) ? &jb->root : NULL;
+typedef struct JwtObject
+{
+	int			depth;
+	bool		root_object;
+	bool		duplicate;
+	JwtMember  *cur;			/* member whose value is being read */
+	List	   *members;
+} JwtObject;
+
+static void
+jo_object_start(void *state)
+{
+	JwtObject  *o = state;
+
+	if (o->depth == 0)
+		o->root_object = true;
+	else if (o->depth == 1 && o->cur)
+		o->cur->type = JSON_TOKEN_OBJECT_START;
+	o->depth++;
 }
 
-static bool
-claim_number(JsonbContainer *c, const char *key, double *out)
+static void
+jo_end(void *state)
 {
-	JsonbValue	v;
+	((JwtObject *) state)->depth--;
+}
 
-	if (getKeyJsonValueFromContainer(c, key, strlen(key), &v) == NULL)
-		return false;
-	if (v.type != jbvNumeric)
+static void
+jo_array_start(void *state)
+{
+	JwtObject  *o = state;
+
+	if (o->depth == 1 && o->cur)
+		o->cur->type = JSON_TOKEN_ARRAY_START;
+	o->depth++;
+}
+
+static void
+jo_field_start(void *state, char *fname, bool isnull)
+{
+	JwtObject  *o = state;
+	ListCell   *lc;
+	JwtMember  *m;
+
+	if (o->depth != 1)
+		return;
+	foreach(lc, o->members)
+		if (strcmp(((JwtMember *) lfirst(lc))->name, fname) == 0)
+			o->duplicate = true;
+	m = palloc0(sizeof(JwtMember));
+	m->name = fname;
+	o->members = lappend(o->members, m);
+	o->cur = m;
+}
+
+static void
+jo_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	JwtObject  *o = state;
+
+	if (o->depth == 1 && o->cur)
 	{
-		*out = 0;
-		return true;			/* present but not a number: treated as 0 (invalid) */
+		o->cur->type = tokentype;
+		o->cur->text = token;
 	}
-	*out = DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v.val.numeric)));
+	else if (o->depth == 2 && o->cur && o->cur->type == JSON_TOKEN_ARRAY_START &&
+			 tokentype == JSON_TOKEN_STRING)
+		o->cur->strings = lappend(o->cur->strings, token);
+}
+
+/*
+ * Parse JSON text into its top-level members; false unless it is one valid
+ * JSON object without duplicate members. Never raises: the parser's own
+ * errors (stack depth, encoding conversion) are caught here, in our frame.
+ */
+static bool
+json_members(const char *text, int len, List **out)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	JwtObject	o;
+	JsonSemAction sem;
+	volatile bool ok = false;
+
+	*out = NIL;
+	if (memchr(text, 0, len) != NULL || !pg_verifymbstr(text, len, true))
+		return false;
+	memset(&o, 0, sizeof(o));
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &o;
+	sem.object_start = jo_object_start;
+	sem.object_end = jo_end;
+	sem.array_start = jo_array_start;
+	sem.array_end = jo_end;
+	sem.object_field_start = jo_field_start;
+	sem.scalar = jo_scalar;
+	PG_TRY();
+	{
+		JsonLexContext *lex = makeJsonLexContextCstringLen((char *) text, len,
+														   GetDatabaseEncoding(), true);
+
+		ok = pg_parse_json(lex, &sem) == JSON_SUCCESS && o.root_object && !o.duplicate;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		ok = false;
+	}
+	PG_END_TRY();
+	if (ok)
+		*out = o.members;
+	return ok;
+}
+
+static JwtMember *
+member(List *members, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, members)
+		if (strcmp(((JwtMember *) lfirst(lc))->name, name) == 0)
+			return lfirst(lc);
+	return NULL;
+}
+
+/* A member's string value, or NULL when absent or not a string. */
+static char *
+member_string(List *members, const char *name)
+{
+	JwtMember  *m = member(members, name);
+
+	return m && m->type == JSON_TOKEN_STRING ? m->text : NULL;
+}
+
+/*
+ * A numeric claim (exp, nbf): false when absent. Present but not a finite
+ * number: *out is 0, which no check accepts. strtod never raises.
+ */
+static bool
+claim_number(List *members, const char *key, double *out)
+{
+	JwtMember  *m = member(members, key);
+	char	   *end;
+
+	if (m == NULL)
+		return false;
+	*out = 0;
+	if (m->type == JSON_TOKEN_NUMBER)
+	{
+		double		d = strtod(m->text, &end);
+
+		if (*end == '\0' && isfinite(d))
+			*out = d;
+	}
 	return true;
+}
+
+/* Whether the aud claim (a string or an array of strings) names `want`. */
+static bool
+audience_has(List *members, const char *want)
+{
+	JwtMember  *m = member(members, "aud");
+	ListCell   *lc;
+
+	if (m == NULL)
+		return false;
+	if (m->type == JSON_TOKEN_STRING)
+		return strcmp(m->text, want) == 0;
+	if (m->type != JSON_TOKEN_ARRAY_START)
+		return false;
+	foreach(lc, m->strings)
+		if (strcmp((char *) lfirst(lc), want) == 0)
+			return true;
+	return false;
 }
 
 static QsAccess
@@ -178,10 +335,10 @@ qs_jwt_verify(const char *token, int len, QsToken *out)
 	int			hlen,
 				plen,
 				slen;
-	JsonbContainer *h = NULL,
-			   *p = NULL;
-	JsonbValue	v;
+	List	   *h,
+			   *p;
 	char	   *alg;
+	char	   *s;
 	double		now,
 				t;
 
@@ -197,14 +354,12 @@ qs_jwt_verify(const char *token, int len, QsToken *out)
 		!b64url_decode(dot2 + 1, token + len - dot2 - 1, &sig, &slen))
 		return "malformed token";
 
-	h = json_object_or_null(hdr, hlen);
-	p = json_object_or_null(pay, plen);
-	if (h == NULL || p == NULL)
+	if (!json_members(hdr, hlen, &h) || !json_members(pay, plen, &p))
 		return "malformed token";
 
-	if (getKeyJsonValueFromContainer(h, "alg", 3, &v) == NULL || v.type != jbvString)
+	alg = member_string(h, "alg");
+	if (alg == NULL)
 		return "token has no algorithm";
-	alg = pnstrdup(v.val.string.val, v.val.string.len);
 
 	if (strcmp(alg, "HS256") == 0)
 	{
@@ -241,15 +396,26 @@ qs_jwt_verify(const char *token, int len, QsToken *out)
 		return "unsupported token algorithm";
 
 	now = (double) time(NULL);
-	if (claim_number(p, "exp", &t) && now > t + JWT_LEEWAY_SECONDS)
-		return "token expired";
+	if (claim_number(p, "exp", &t))
+	{
+		if (now > t + JWT_LEEWAY_SECONDS)
+			return "token expired";
+	}
+	else if (qs_jwt_require_exp)
+		return "token has no expiry";
 	if (claim_number(p, "nbf", &t) && now + JWT_LEEWAY_SECONDS < t)
 		return "token not yet valid";
+	if (qs_jwt_issuer != NULL && qs_jwt_issuer[0] != '\0' &&
+		((s = member_string(p, "iss")) == NULL || strcmp(s, qs_jwt_issuer) != 0))
+		return "token issuer not accepted";
+	if (qs_jwt_audience != NULL && qs_jwt_audience[0] != '\0' &&
+		!audience_has(p, qs_jwt_audience))
+		return "token audience not accepted";
 
-	if (getKeyJsonValueFromContainer(p, "sub", 3, &v) != NULL && v.type == jbvString)
-		out->sub = pnstrdup(v.val.string.val, v.val.string.len);
-	if (getKeyJsonValueFromContainer(p, "role", 4, &v) != NULL && v.type == jbvString)
-		out->level = role_level(pnstrdup(v.val.string.val, v.val.string.len));
+	out->sub = member_string(p, "sub");
+	out->level = role_level(member_string(p, "role"));
+	if (qs_jwt_tenant_claim != NULL && qs_jwt_tenant_claim[0] != '\0')
+		out->tenant = member_string(p, qs_jwt_tenant_claim);
 	return NULL;
 }
 
@@ -281,6 +447,8 @@ qs_verify_token(PG_FUNCTION_ARGS)
 	qsj_str(&j, "error", err);
 	qsj_str(&j, "role", err ? NULL : names[tok.level]);
 	qsj_str(&j, "sub", err ? NULL : tok.sub);
+	if (qs_jwt_tenant_claim != NULL && qs_jwt_tenant_claim[0] != '\0')
+		qsj_str(&j, "tenant", err ? NULL : tok.tenant);
 	qsj_end_object(&j);
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }

@@ -70,7 +70,11 @@ queue_response(QsReq *req)
 	if (req->status == 405)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, qs_route_method(req->route));
 	if (req->close)
+	{
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+		if (req->conn)
+			req->conn->linger = true;	/* the body may be unread */
+	}
 	ok = MHD_queue_response(req->mhd, req->status, r);
 	MHD_destroy_response(r);
 	req->responded = true;
@@ -81,7 +85,7 @@ queue_response(QsReq *req)
 }
 
 static QsReq *
-request_new(struct MHD_Connection *mhd, const char *url, const char *method)
+request_new(struct MHD_Connection *mhd, const char *url, const char *method, const char *version)
 {
 	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams request",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -92,6 +96,7 @@ request_new(struct MHD_Connection *mhd, const char *url, const char *method)
 	req->mhd = mhd;
 	req->url = MemoryContextStrdup(cxt, url);
 	req->method = MemoryContextStrdup(cxt, method);
+	req->http11 = version != NULL && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
 	req->route = QS_R_NONE;
 	req->status = 500;
 	ci = MHD_get_connection_info(mhd, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -113,7 +118,7 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 		if (req == NULL)
 		{
 			/* headers are complete: route and check limits, body not read yet */
-			req = request_new(mhd, url, method);
+			req = request_new(mhd, url, method, version);
 			*con_cls = req;
 			if (req->conn)
 				qs_conn_phase(req->conn, QS_PHASE_BODY);
@@ -127,10 +132,11 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 			{
 				/*
 				 * A body without Content-Length grew past the limit; a
-				 * response cannot be queued mid-body, so drop the connection.
+				 * response cannot be queued mid-body, so the connection is
+				 * dropped and completed_cb answers 413 on its socket.
 				 */
 				req->status = 413;
-				qs_http_count(req);
+				req->body_too_large = true;
 				rc = MHD_NO;
 			}
 			else
@@ -179,6 +185,20 @@ completed_cb(void *cls, struct MHD_Connection *mhd, void **con_cls,
 
 	if (req == NULL)
 		return;
+	/*
+	 * A body we refused mid-way (it grew past max_body_bytes without a
+	 * Content-Length): libmicrohttpd cannot queue a response then and drops
+	 * the connection, so answer 413 on the socket ourselves (not closed yet:
+	 * MHD_USE_TURBO skips the shutdown), then linger so the client reads it.
+	 * (A malformed chunk libmicrohttpd answers itself, 400.)
+	 */
+	if (toe == MHD_REQUEST_TERMINATED_WITH_ERROR && req->body_too_large && !req->responded &&
+		req->conn && req->conn->fd >= 0 && req->conn->phase != QS_PHASE_CLOSING)
+	{
+		qs_screen_write_answer(req->conn->fd, 413, "request body too large", false);
+		qs_http_count(req);
+		req->conn->linger = true;
+	}
 	if (req->parked)
 		qs_pop_unpark(req);
 	if (req->flush_waiting)
@@ -212,6 +232,9 @@ connection_cb(void *cls, struct MHD_Connection *mhd, void **socket_context,
 	{
 		QsConn	   *c = (QsConn *) *socket_context;
 
+		/* answered before the body was read: drain it on a copy of the socket */
+		if (c->linger && c->fd >= 0)
+			qs_screen_linger_dup(c->fd);
 		qs_conn_closed(c);
 		free(c);
 		*socket_context = NULL;
@@ -287,7 +310,7 @@ qs_http_daemon_start(void)
 	const char *host = qs_http_listen_address;
 	unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
 		MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
-	size_t		pool = Max(64 * 1024, 2 * (size_t) qs_http_max_header_bytes + 16 * 1024);
+	size_t		pool = qs_http_pool_size();
 	int			rc;
 
 	if (host == NULL || host[0] == '\0' || strcmp(host, "*") == 0)
@@ -339,6 +362,7 @@ qs_http_daemon_start(void)
 		return false;
 	}
 	handoff_fd = handoff_socket();
+	qs_screen_init();
 	qs_http_shared->workers[qs_http_worker_index].handoff = handoff_fd >= 0;
 	return true;
 }
@@ -439,8 +463,16 @@ hand_off(int fd)
 	return true;
 }
 
-static void
-add_connection(int fd, const struct sockaddr *addr, socklen_t len)
+/* libmicrohttpd's memory pool per connection: the head, and a node per field and argument. */
+size_t
+qs_http_pool_size(void)
+{
+	return Max((size_t) 256 * 1024, 16 * (size_t) qs_http_max_header_bytes);
+}
+
+/* Hand a screened connection to libmicrohttpd. */
+void
+qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	/* libmicrohttpd closes the socket when it cannot take it */
 	if (MHD_add_connection(daemon_, fd, addr, len) != MHD_YES)
@@ -509,7 +541,7 @@ receive_handoffs(void)
 			if (getpeername(fds[0], (struct sockaddr *) &addr, &len) < 0)
 				close(fds[0]);
 			else
-				add_connection(fds[0], (struct sockaddr *) &addr, len);
+				qs_screen_add(fds[0], (struct sockaddr *) &addr, len);
 		}
 	}
 }
@@ -540,12 +572,15 @@ qs_http_accept(bool take_new)
 			{
 				ereport(LOG,
 						(errmsg("queen_streams: could not accept a connection: %m")));
+				/* tell one waiting client instead of leaving it in the backlog */
+				if (errno == EMFILE || errno == ENFILE)
+					qs_screen_out_of_fds(listen_fd);
 				ok = false;
 			}
 			break;
 		}
 		if (!hand_off(fd))
-			add_connection(fd, (struct sockaddr *) &addr, len);
+			qs_screen_add(fd, (struct sockaddr *) &addr, len);
 	}
 	if (handoff_fd >= 0)
 		receive_handoffs();

@@ -15,6 +15,7 @@
 #include "storage/spin.h"
 
 struct MHD_Connection;
+struct sockaddr;
 
 /* ---------------------------------------------------------------- settings */
 extern int	qs_http_port;
@@ -137,6 +138,7 @@ typedef struct QsConn
 	QsPhase		phase;
 	TimestampTz deadline;		/* 0: none */
 	bool		over_limit;		/* accepted beyond max_connections: 503 */
+	bool		linger;			/* answered early: drain before closing */
 } QsConn;
 
 /* Query parameters of a pop, and where it is parked. */
@@ -170,11 +172,15 @@ typedef struct QsReq
 	QsConn	   *conn;
 	QsRouteId	route;
 	const char *method;
+	bool		http11;			/* HTTP/1.1 (else 1.0) */
 	char	   *url;
 	char	   *arg;			/* the first :param of the path */
 	char	   *params[QS_MAX_PARAMS];	/* every :param, in order */
 	pg_uuid_t	tenant;
 	char	   *sub;			/* the bearer token's subject (auth = jwt) */
+	bool		token_checked;	/* a bearer token was verified for this request */
+	QsAccess	level;			/* its access level */
+	char	   *token_tenant;	/* its jwt_tenant_claim claim, or NULL */
 	const char *www_authenticate;	/* the challenge of a 401 */
 	StringInfoData body;
 	bool		body_too_large;
@@ -207,6 +213,19 @@ extern void qs_http_send_parked(QsReq *req);
 extern bool qs_http_flush_pending(void);
 extern bool qs_http_flush_waiting(void);
 
+extern size_t qs_http_pool_size(void);
+extern void qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len);
+
+/* ---------------------------------------------------------------- screen.c */
+extern void qs_screen_init(void);
+extern int	qs_screen_fd(void);
+extern void qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len);
+extern void qs_screen_out_of_fds(int listen_fd);
+extern void qs_screen_write_answer(int fd, int status, const char *message, bool retry);
+extern void qs_screen_linger_dup(int fd);
+extern void qs_screen_run(void);
+extern long qs_screen_timeout(void);
+
 /* ---------------------------------------------------------------- limits.c */
 extern void qs_conn_opened(QsConn *c);
 extern void qs_conn_closed(QsConn *c);
@@ -226,9 +245,11 @@ extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
+extern void qs_http_count_status(QsRouteId route, int status);
 extern bool qs_group_flush(void);
 extern bool qs_extension_installed(void);
 extern int	qs_http_status_for_error(int sqlerrcode);
+extern const char *qs_http_error_words(int sqlerrcode);
 
 /* ---------------------------------------------------------------- routes */
 /* Each route has a parse step (no transaction) and a run step (in one). */
@@ -294,7 +315,7 @@ extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
 
 /* metrics.c */
-extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only);
+extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
 extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
 extern void qs_pop_note_partitions(QsReq *req, Jsonb *response);

@@ -143,11 +143,19 @@ static const char *const stat_metric[QS_STAT_COUNT] = {
 	"queen_streams_queue_failed_cycles_total"
 };
 
+/*
+ * The Prometheus text. `only`: the queues of that tenant alone, never the
+ * overflow bucket stats[0] (it mixes tenants). `listener`: also the
+ * listener-wide series (requests by route and status, connections, parked
+ * pops, workers, wake-ups), which count every tenant's traffic.
+ */
 void
-qs_metrics_text(StringInfo out, const pg_uuid_t *only)
+qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 {
 	QsHttpShared *s = qs_http_shared;
 
+	if (!listener)
+		goto queues;
 	header(out, "queen_streams_http_requests_total", "counter",
 		   "HTTP requests answered, by route and status code.");
 	/* rows that share a label (two pop patterns, say) are counted as one */
@@ -196,10 +204,11 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only)
 	appendStringInfo(out, "queen_streams_wakeups_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->wakes));
 
+queues:
 	for (int k = 0; k < QS_STAT_COUNT; k++)
 	{
 		header(out, stat_metric[k], "counter", stat_help[k]);
-		for (int i = 0; i < QS_STAT_QUEUES; i++)
+		for (int i = only ? 1 : 0; i < QS_STAT_QUEUES; i++)
 		{
 			QsQueueStat *e = &s->stats[i];
 			char		tenant[QS_UUID_STRLEN + 1];
@@ -224,8 +233,15 @@ metrics_run(QsReq *req)
 {
 	StringInfoData out;
 
+	bool		tenancy = qs_http_tenancy == QS_TENANCY_HEADER;
+
+	/*
+	 * Under tenancy a tenant sees its own queues; the listener-wide series
+	 * count every tenant's requests, so only an admin token sees them.
+	 */
 	initStringInfo(&out);
-	qs_metrics_text(&out, qs_http_tenancy == QS_TENANCY_HEADER ? &req->tenant : NULL);
+	qs_metrics_text(&out, tenancy ? &req->tenant : NULL,
+					!tenancy || (req->token_checked && req->level == QS_ACCESS_ADMIN));
 	req->status = 200;
 	req->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	req->resp = out.data;

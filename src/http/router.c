@@ -60,12 +60,18 @@ qs_code_index(int status)
 }
 
 void
-qs_http_count(QsReq *req)
+qs_http_count_status(QsRouteId route, int status)
 {
 	QsHttpShared *s = qs_http_shared;
 
-	pg_atomic_fetch_add_u64(&s->requests[req->route][qs_code_index(req->status)], 1);
+	pg_atomic_fetch_add_u64(&s->requests[route][qs_code_index(status)], 1);
 	pg_atomic_fetch_add_u64(&s->workers[qs_http_worker_index].requests, 1);
+}
+
+void
+qs_http_count(QsReq *req)
+{
+	qs_http_count_status(req->route, req->status);
 }
 
 /* ---------------------------------------------------------------- responses */
@@ -190,6 +196,36 @@ qs_http_status_for_error(int sqlerrcode)
 		default:
 			return 500;
 	}
+}
+
+/*
+ * What a 500 tells the client about the error: a few words chosen by its
+ * SQLSTATE class, never the PostgreSQL message (which can carry SQL text,
+ * names and values); the message itself goes to the server log.
+ */
+const char *
+qs_http_error_words(int sqlerrcode)
+{
+	switch (sqlerrcode)
+	{
+		case ERRCODE_QUERY_CANCELED:
+			return "statement timeout or canceled; nothing was committed, safe to retry";
+		case ERRCODE_T_R_DEADLOCK_DETECTED:
+			return "deadlock detected; nothing was committed, safe to retry";
+		case ERRCODE_T_R_SERIALIZATION_FAILURE:
+			return "serialization failure; nothing was committed, safe to retry";
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return "lock not available; nothing was committed, safe to retry";
+		case ERRCODE_DATA_CORRUPTED:
+			return "corrupt data; see the server log";
+		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
+			return "the server is read-only";
+		case ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE:
+			return "the server is not configured for this request; nothing was committed, see the server log";
+	}
+	if (ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES)
+		return "out of resources; see the server log";
+	return "internal error; see the server log";
 }
 
 /* ---------------------------------------------------------------- routing */
@@ -331,6 +367,9 @@ authenticate(QsReq *req)
 		return false;
 	}
 	req->sub = tok.sub;
+	req->token_checked = true;
+	req->level = tok.level;
+	req->token_tenant = tok.tenant;
 	return true;
 }
 
@@ -370,6 +409,95 @@ parse_tenant(QsReq *req)
 }
 
 /*
+ * With queen_streams.jwt_tenant_claim set (and tenancy = header), the
+ * tenant of the request (x-queen-tenant, or the default tenant when it is
+ * absent) must be the UUID in that claim of the token: 403 otherwise, and
+ * when the claim is missing or not a UUID.
+ */
+static bool
+token_grants_tenant(QsReq *req)
+{
+	pg_uuid_t	claimed;
+
+	if (!req->token_checked || qs_http_tenancy != QS_TENANCY_HEADER ||
+		qs_jwt_tenant_claim == NULL || qs_jwt_tenant_claim[0] == '\0')
+		return true;
+	if (req->token_tenant != NULL &&
+		qs_uuid_parse(req->token_tenant, strlen(req->token_tenant), &claimed) &&
+		memcmp(&claimed, &req->tenant, sizeof(pg_uuid_t)) == 0)
+		return true;
+	qs_http_error(req, 403, "the token does not grant this tenant");
+	return false;
+}
+
+typedef struct Framing
+{
+	int			host;
+	int			te;
+	int			cl;
+	bool		chunked;
+	bool		cl_conflict;
+	const char *cl_first;
+} Framing;
+
+static enum MHD_Result
+framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	Framing    *f = (Framing *) cls;
+
+	if (value == NULL)
+		value = "";
+	if (pg_strcasecmp(key, "Host") == 0)
+		f->host++;
+	else if (pg_strcasecmp(key, "Transfer-Encoding") == 0)
+	{
+		f->te++;
+		f->chunked = pg_strcasecmp(value, "chunked") == 0;
+	}
+	else if (pg_strcasecmp(key, "Content-Length") == 0)
+	{
+		if (f->cl++ == 0)
+			f->cl_first = value;
+		else if (strcmp(f->cl_first, value) != 0)
+			f->cl_conflict = true;
+	}
+	return MHD_YES;
+}
+
+/*
+ * The framing rules of RFC 9112 that libmicrohttpd leaves to us, for every
+ * request (the first one of a connection was screened already, screen.c):
+ * one Host in HTTP/1.1, Content-Length headers that agree, no
+ * Content-Length beside Transfer-Encoding, no transfer coding but chunked.
+ * Each refusal closes the connection.
+ */
+static bool
+framing_ok(QsReq *req)
+{
+	Framing		f;
+	int			status = 0;
+	const char *msg = NULL;
+
+	memset(&f, 0, sizeof(f));
+	MHD_get_connection_values(req->mhd, MHD_HEADER_KIND, framing_header, &f);
+	if (f.cl_conflict)
+		status = 400, msg = "conflicting Content-Length headers";
+	else if (f.te > 0 && f.cl > 0)
+		status = 400, msg = "Content-Length together with Transfer-Encoding";
+	else if (f.te > 1 || (f.te == 1 && !f.chunked))
+		status = 501, msg = "unsupported transfer coding (only chunked is)";
+	else if (req->http11 && f.host == 0)
+		status = 400, msg = "a Host header is required";
+	else if (f.host > 1)
+		status = 400, msg = "more than one Host header";
+	if (status == 0)
+		return true;
+	req->close = true;
+	qs_http_error(req, status, msg);
+	return false;
+}
+
+/*
  * Headers are in, the body is not: refuse what must be refused before
  * reading it. Any answer set here is sent at once.
  */
@@ -391,6 +519,8 @@ qs_http_route(QsReq *req)
 		qs_http_error(req, 431, "request headers too large");
 		return;
 	}
+	if (!framing_ok(req))
+		return;
 	if (!match_route(req) || !authenticate(req))
 		return;
 	cl = MHD_lookup_connection_value(req->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -400,7 +530,8 @@ qs_http_route(QsReq *req)
 		qs_http_error(req, 413, "request body too large");
 		return;
 	}
-	(void) parse_tenant(req);
+	if (parse_tenant(req))
+		(void) token_grants_tenant(req);
 }
 
 /*
@@ -558,10 +689,15 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 			qs_http_error(req, status, edata->message);
 		else
 		{
+			/* the whole error to the server log, words without its text to the client */
 			ereport(LOG,
-					(errmsg("queen_streams http: %s %s failed: %s",
-							req->method, req->url, edata->message)));
-			qs_http_error(req, 500, psprintf("%s: %s", def->failed, edata->message));
+					(errcode(edata->sqlerrcode),
+					 errmsg("queen_streams http: %s %s failed: %s",
+							req->method, req->url, edata->message),
+					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+					 edata->context ? errcontext("%s", edata->context) : 0));
+			qs_http_error(req, 500, psprintf("%s: %s", def->failed,
+											 qs_http_error_words(edata->sqlerrcode)));
 		}
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}

@@ -351,14 +351,6 @@ qs_parked_timeout(void)
 /* ---------------------------------------------------------------- ack */
 
 static bool
-status_is_ok(const char *s)
-{
-	return s == NULL || s[0] == '\0' || pg_strcasecmp(s, "completed") == 0 ||
-		pg_strcasecmp(s, "success") == 0 || pg_strcasecmp(s, "acked") == 0 ||
-		pg_strcasecmp(s, "ok") == 0;
-}
-
-static bool
 ack_batch_parse(QsReq *req)
 {
 	JsonbValue	v;
@@ -463,7 +455,8 @@ ack_after(QsReq *req)
 			(st = qs_partition_stat(&pid, &req->tenant)) == NULL)
 			continue;
 		status = qs_json_string(items[i], "status", "ack", false);
-		pg_atomic_fetch_add_u64(&st->c[status_is_ok(status) ? QS_STAT_ACKED : QS_STAT_NACKED], 1);
+		pg_atomic_fetch_add_u64(&st->c[qs_ack_status(status, status ? strlen(status) : 0) == QS_ACK_COMPLETED
+									   ? QS_STAT_ACKED : QS_STAT_NACKED], 1);
 	}
 }
 

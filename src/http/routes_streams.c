@@ -12,6 +12,7 @@
 #include "http/http_int.h"
 
 #include "catalog/pg_type_d.h"
+#include "storage/storage.h"
 #include "streams/streams.h"
 #include "utils/builtins.h"
 
@@ -166,9 +167,7 @@ cycle_after(QsReq *req)
 	{
 		JsonbContainer *ackres = qs_json_container(&v);
 		char	   *status = qs_json_string(ackreq, "status", "ack", false);
-		bool		ok = status == NULL || status[0] == '\0' ||
-			pg_strcasecmp(status, "completed") == 0 || pg_strcasecmp(status, "success") == 0 ||
-			pg_strcasecmp(status, "acked") == 0 || pg_strcasecmp(status, "ok") == 0;
+		bool		ok = qs_ack_status(status, status ? strlen(status) : 0) == QS_ACK_COMPLETED;
 
 		if (ackres == NULL)
 			return;

@@ -157,13 +157,13 @@ qs_http_worker_main(Datum main_arg)
 									 ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(loop_cxt);
 
-	wes = CreateWaitEventSet(TopMemoryContext, 5);
+	wes = CreateWaitEventSet(TopMemoryContext, 6);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 
 	for (;;)
 	{
-		WaitEvent	events[5];
+		WaitEvent	events[6];
 		long		timeout = -1;
 		TimestampTz now;
 		bool		accept_now = false;
@@ -180,6 +180,8 @@ qs_http_worker_main(Datum main_arg)
 				if (qs_http_handoff_fd() >= 0)
 					handoff_pos = AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_handoff_fd(),
 													NULL, NULL);
+				if (qs_screen_fd() >= 0)
+					AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_screen_fd(), NULL, NULL);
 				listening = true;
 				slot->listening = true;
 				ereport(LOG,
@@ -199,6 +201,7 @@ qs_http_worker_main(Datum main_arg)
 			timeout = qs_http_daemon_timeout();
 			timeout = min_timeout(timeout, qs_limits_timeout());
 			timeout = min_timeout(timeout, qs_parked_timeout());
+			timeout = min_timeout(timeout, qs_screen_timeout());
 			if (qs_http_flush_waiting())
 				timeout = 0;
 			if (accept_resume != 0)
@@ -243,6 +246,7 @@ qs_http_worker_main(Datum main_arg)
 				ModifyWaitEvent(wes, listen_pos, 0, NULL);
 				accept_resume = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 100);
 			}
+			qs_screen_run();
 			qs_parked_poll();
 			qs_http_daemon_run();
 			/* answer what is flushed; serve what arrived meanwhile; repeat */

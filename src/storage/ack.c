@@ -18,14 +18,6 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
-typedef enum AckStatus
-{
-	ACK_COMPLETED,
-	ACK_RETRY,
-	ACK_FAILED,
-	ACK_DLQ
-} AckStatus;
-
 typedef struct AckItem
 {
 	int			index;
@@ -34,7 +26,7 @@ typedef struct AckItem
 	char	   *group;
 	char	   *worker;
 	char	   *error_reason;
-	AckStatus	status;
+	QsAckStatus status;
 	uint8		hash[QS_HASH_LEN];
 	int64		offset;			/* resolved, or -1 */
 	/* result */
@@ -105,22 +97,51 @@ static QsPlan move_plan = {
 
 static QsPlan dlq_plan = {
 	"INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,"
+	"                           transaction_id, payload, error, retry_count, encrypted)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+	9, {UUIDOID, TEXTOID, INT8OID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, INT4OID, BOOLOID}
+};
+
+/*
+ * Before ALTER EXTENSION UPDATE (a 0.1.0 schema served by this library)
+ * log_dlq has no encrypted column: dead letters are stored as 0.1.0 did,
+ * decrypted.
+ */
+static QsPlan dlq_v1_plan = {
+	"INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,"
 	"                           transaction_id, payload, error, retry_count)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 	8, {UUIDOID, TEXTOID, INT8OID, UUIDOID, TEXTOID, JSONBOID, TEXTOID, INT4OID}
 };
 
-static AckStatus
-parse_status(const char *s)
+static QsPlan dlq_has_flag_plan = {
+	"SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'queen.log_dlq'::regclass"
+	"                  AND attname = 'encrypted' AND NOT attisdropped)",
+	0, {InvalidOid}
+};
+
+static bool
+word(const char *s, int len, const char *w)
 {
-	if (s == NULL || strcmp(s, "completed") == 0 || strcmp(s, "success") == 0 ||
-		strcmp(s, "acked") == 0 || strcmp(s, "ok") == 0)
-		return ACK_COMPLETED;
-	if (strcmp(s, "retry") == 0)
-		return ACK_RETRY;
-	if (strcmp(s, "dlq") == 0)
-		return ACK_DLQ;
-	return ACK_FAILED;
+	return len == (int) strlen(w) && memcmp(s, w, len) == 0;
+}
+
+/*
+ * Queen's rule (generation C): absent, or exactly completed, success, acked
+ * or ok: completed; retry; dlq; anything else (an empty string, another
+ * case) failed.
+ */
+QsAckStatus
+qs_ack_status(const char *s, int len)
+{
+	if (s == NULL || word(s, len, "completed") || word(s, len, "success") ||
+		word(s, len, "acked") || word(s, len, "ok"))
+		return QS_ACK_COMPLETED;
+	if (word(s, len, "retry"))
+		return QS_ACK_RETRY;
+	if (word(s, len, "dlq"))
+		return QS_ACK_DLQ;
+	return QS_ACK_FAILED;
 }
 
 static void
@@ -131,7 +152,7 @@ parse_item(JsonbContainer *o, const char *what, const char *dflt_group, AckItem 
 	it->txn = qs_json_string(o, "transactionId", what, true);
 	qs_json_uuid(o, "partitionId", what, true, &it->pid);
 	status = qs_json_string(o, "status", what, false);
-	it->status = parse_status(status);
+	it->status = qs_ack_status(status, status ? strlen(status) : 0);
 	it->group = qs_json_string(o, "consumerGroup", what, false);
 	if (it->group == NULL || it->group[0] == '\0')
 		it->group = (char *) dflt_group;
@@ -304,13 +325,16 @@ static void
 dead_letter(AckItem *it, int64 offset, int retry_count)
 {
 	QsFrame		f;
-	Datum		args[8];
-	char		nulls[8] = "        ";
+	Datum		args[9];
+	char		nulls[9] = "         ";
 	pg_uuid_t	mid;
 	bool		isnull;
+	bool		has_flag;
 	char	   *plain;
 	int			plen;
 
+	qs_exec(&dlq_has_flag_plan, NULL, NULL, 1);
+	has_flag = qs_col_bool(0, 1, false);
 	args[0] = qs_uuid_datum(&it->pid);
 	args[1] = CStringGetTextDatum(it->group);
 	args[2] = Int64GetDatum(offset);
@@ -319,22 +343,26 @@ dead_letter(AckItem *it, int64 offset, int retry_count)
 		memcpy(mid.data, f.id, UUID_LEN);
 		args[3] = qs_uuid_datum(&mid);
 		args[4] = PointerGetDatum(cstring_to_text_with_len(f.txn, f.txn_len));
-		if (qs_decrypt_payload(f.payload, f.payload_len, &plain, &plen))
+		/* an encrypted frame's envelope, as stored: no plaintext in the table */
+		if (!has_flag && (f.flags & QS_FLAG_ENCRYPTED) &&
+			qs_decrypt_payload(f.payload, f.payload_len, &plain, &plen))
 			args[5] = payload_jsonb(plain, plen, &isnull);
 		else
 			args[5] = payload_jsonb(f.payload, f.payload_len, &isnull);
 		if (isnull)
 			nulls[5] = 'n';
+		args[8] = BoolGetDatum((f.flags & QS_FLAG_ENCRYPTED) != 0);
 	}
 	else
 	{
 		nulls[3] = 'n';
 		args[4] = CStringGetTextDatum(it->txn);
 		nulls[5] = 'n';
+		args[8] = BoolGetDatum(false);
 	}
 	args[6] = CStringGetTextDatum(it->error_reason ? it->error_reason : "Retries exhausted");
 	args[7] = Int32GetDatum(retry_count);
-	qs_exec(&dlq_plan, args, nulls, 0);
+	qs_exec(has_flag ? &dlq_plan : &dlq_v1_plan, args, nulls, 0);
 }
 
 static void
@@ -402,7 +430,11 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 	expired = qs_col_bool(0, 4, true);
 	retry_count = DatumGetInt32(qs_col(0, 5, &isnull));
 
-	/* The lease is checked only when the client names one. */
+	/*
+	 * The lease is checked only when the client names one (Queen's rule);
+	 * with queen_streams.ack_requires_lease a lease-less ack of a message
+	 * that a live lease covers is refused below.
+	 */
 	if (worker[0] != '\0' && (holder == NULL || strcmp(holder, worker) != 0 || expired))
 	{
 		fail_all(items, n, "invalid or expired lease");
@@ -446,7 +478,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 				items[k]->success = false;
 				if (below[k] < 0)
 					items[k]->error = "transaction not found in the leased batch";
-				else if (items[k]->status != ACK_COMPLETED)
+				else if (items[k]->status != QS_ACK_COMPLETED)
 					items[k]->error = "already committed: the cursor moved past this message before this ack";
 				else
 				{
@@ -458,6 +490,18 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 		break;					/* one look below the cursor serves every item */
 	}
 
+	/* every resolved offset lies in the leased span: a live lease covers it */
+	if (qs_ack_requires_lease && worker[0] == '\0' && have_batch && holder != NULL && !expired)
+	{
+		for (int i = 0; i < n; i++)
+			if (found[i] >= 0)
+			{
+				found[i] = -1;
+				items[i]->success = false;
+				items[i]->error = "leaseId required: the message is leased";
+			}
+	}
+
 	for (int i = 0; i < n; i++)
 	{
 		AckItem    *it = items[i];
@@ -466,7 +510,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 			continue;
 		it->offset = found[i];
 		it->success = true;
-		if (it->status == ACK_COMPLETED)
+		if (it->status == QS_ACK_COMPLETED)
 			continue;
 		/* lowest position wins; on a tie dlq > failed > retry */
 		if (signal == NULL || it->offset < signal->offset ||
@@ -474,7 +518,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 			signal = it;
 	}
 	for (int i = 0; i < n; i++)
-		if (found[i] >= 0 && items[i]->status == ACK_COMPLETED &&
+		if (found[i] >= 0 && items[i]->status == QS_ACK_COMPLETED &&
 			(signal == NULL || found[i] < signal->offset))
 			ok_max = Max(ok_max, found[i]);
 
@@ -491,12 +535,12 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 			retry_count = 0;
 		}
 	}
-	else if (signal->status == ACK_RETRY)
+	else if (signal->status == QS_ACK_RETRY)
 	{
 		release = true;
 		hold_ms = retry_delay;	/* the queue's retryDelay before redelivery */
 	}
-	else if (signal->status == ACK_FAILED && retry_count < retry_limit)
+	else if (signal->status == QS_ACK_FAILED && retry_count < retry_limit)
 	{
 		release = true;
 		hold_ms = retry_delay;
@@ -505,7 +549,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 	else
 	{
 		/* dlq, or failed with the budget spent: retire the poison message */
-		if (signal->status == ACK_DLQ || dlq_enabled)
+		if (signal->status == QS_ACK_DLQ || dlq_enabled)
 		{
 			dead_letter(signal, signal->offset, retry_count);
 			signal->dlq = true;

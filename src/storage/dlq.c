@@ -79,14 +79,6 @@ qs_txn_presence(const pg_uuid_t *tenant, const pg_uuid_t *pid, const char *txn)
 }
 
 char *
-qs_text_arg(FunctionCallInfo fcinfo, int argno)
-{
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return NULL;
-	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
-}
-
-char *
 qs_message_args(FunctionCallInfo fcinfo, pg_uuid_t *pid)
 {
 	char	   *txn = qs_text_arg(fcinfo, 1);
@@ -157,10 +149,10 @@ static QsPlan dlq_count_plan = {
 static QsPlan dlq_page_plan = {
 	"SELECT m.message_id, m.transaction_id, m.partition_id, m.qname, m.pname,"
 	"       m.consumer_group, m.error, m.retry_count, m.payload::text, m.failed_at,"
-	"       m.\"offset\", s.base_offset, s.end_offset, s.created_at"
+	"       m.\"offset\", s.base_offset, s.end_offset, s.created_at, m.encrypted"
 	"  FROM (SELECT d.id, d.message_id, d.transaction_id, d.partition_id,"
 	"               q.name::text AS qname, p.name AS pname, d.consumer_group, d.error,"
-	"               d.retry_count, d.payload, d.failed_at, d.\"offset\""
+	"               d.retry_count, d.payload, d.failed_at, d.\"offset\", d.encrypted"
 	DLQ_MATCH
 	"         ORDER BY d.failed_at DESC, d.id DESC LIMIT $7 OFFSET $8) m"
 	"  LEFT JOIN LATERAL (SELECT s.base_offset, s.end_offset, s.created_at"
@@ -254,6 +246,9 @@ emit_dead_letter(QsJson *j, SPITupleTable *tt, int r, SegCache *cache)
 	TimestampTz created_at = isnull ? 0 : DatumGetTimestampTz(created);
 	bool		have_created = !isnull;
 	char	   *payload = page_str(tt, r, 9);
+	bool		encrypted = DatumGetBool(page_col(tt, r, 15, &isnull));
+	char	   *plain;
+	int			plen;
 
 	if (!have_created && !mid_null)
 		have_created = uuid7_time(DatumGetUUIDP(mid), &created_at);
@@ -267,7 +262,11 @@ emit_dead_letter(QsJson *j, SPITupleTable *tt, int r, SegCache *cache)
 	qsj_str(j, "consumerGroup", page_str(tt, r, 6));
 	qsj_str(j, "errorMessage", page_str(tt, r, 7));
 	qsj_int(j, "retryCount", DatumGetInt32(page_col(tt, r, 8, &isnull)));
-	qsj_raw(j, "data", payload, payload ? strlen(payload) : 0);
+	/* stored as the frame's envelope: opened here, for the reader */
+	if (payload && encrypted && qs_decrypt_payload(payload, strlen(payload), &plain, &plen))
+		qsj_raw(j, "data", plain, plen);
+	else
+		qsj_raw(j, "data", payload, payload ? strlen(payload) : 0);
 	if (f && f->psub)
 		qsj_strn(j, "producerSub", f->psub, f->psub_len);
 	else
@@ -349,7 +348,7 @@ static QsPlan take_dlq_plan = {
 	"DELETE FROM queen.log_dlq d USING queen.log_partitions p, queen.queues q"
 	" WHERE d.partition_id = $1 AND d.transaction_id = $2"
 	"   AND p.id = d.partition_id AND q.id = p.queue_id AND q.tenant_id = $3"
-	" RETURNING d.payload::text, d.\"offset\", d.failed_at, q.name::text, p.name",
+	" RETURNING d.payload::text, d.\"offset\", d.failed_at, q.name::text, p.name, d.encrypted",
 	3, {UUIDOID, TEXTOID, UUIDOID}
 };
 
@@ -411,10 +410,12 @@ qs_delete_message(PG_FUNCTION_ARGS)
 }
 
 /*
- * The item that requeues a dead letter: the newest row's payload (ack stores
- * it decrypted; a stored envelope is opened here if the key allows, so the
- * push core wraps it exactly once for an encrypted queue), and the original
- * frame's trace id and producer while its segment is still live.
+ * The item that requeues a dead letter: the newest row's payload (an
+ * encrypted frame's dead letter holds its envelope, opened here, so the push
+ * core wraps it exactly once for an encrypted queue; without the key the
+ * requeue is refused rather than storing an envelope inside an envelope),
+ * and the original frame's trace id and producer while its segment is
+ * still live.
  */
 static void
 requeue_item(const pg_uuid_t *pid, const char *txn, QsPushItem *it)
@@ -441,8 +442,14 @@ requeue_item(const pg_uuid_t *pid, const char *txn, QsPushItem *it)
 	it->txn_given = false;		/* a requeue, not a client retry: never a duplicate */
 	it->payload = payload ? payload : "";
 	it->payload_len = payload ? strlen(payload) : 0;
-	if (it->payload_len > 0 && qs_decrypt_payload(it->payload, it->payload_len, &plain, &plen))
+	if (it->payload_len > 0 && DatumGetBool(qs_col(newest, 6, &isnull)))
 	{
+		if (!qs_decrypt_payload(it->payload, it->payload_len, &plain, &plen))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot requeue an encrypted dead letter that does not decrypt"),
+					 errdetail("Nothing was requeued."),
+					 errhint("Configure the encryption key the message was stored with.")));
 		it->payload = plain;
 		it->payload_len = plen;
 	}

@@ -20,9 +20,6 @@ typedef enum QsTxnPresence
 extern QsTxnPresence qs_txn_presence(const pg_uuid_t *tenant, const pg_uuid_t *pid,
 									 const char *txn);
 
-/* A text argument as a C string; NULL for SQL NULL. */
-extern char *qs_text_arg(FunctionCallInfo fcinfo, int argno);
-
 /* The required (partition uuid, transaction id text) pair of the message routes. */
 extern char *qs_message_args(FunctionCallInfo fcinfo, pg_uuid_t *pid);
 

@@ -7,13 +7,18 @@
  * length); 16-byte tag; no AAD. The stored payload is the JSON text
  * {"encrypted":"<b64>","iv":"<b64 16 bytes>","authTag":"<b64 16 bytes>"}.
  *
- * Encryption never fails a push: without a usable key, or on a cipher
- * error, the plaintext is stored with a WARNING. Reading sniffs envelopes
- * by shape and serves anything that does not decrypt as stored.
+ * Encryption fails closed: without a usable key, or on a cipher error, the
+ * push is refused and nothing is stored, unless
+ * queen_streams.encryption_fail_open (Queen's behaviour) stores the
+ * plaintext with a WARNING. Reading decrypts only frames (and dead letters)
+ * flagged ENCRYPTED, and serves one that does not decrypt as stored, with a
+ * WARNING.
  */
 #include "storage/storage.h"
 
 #include "common/base64.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
 #include <openssl/evp.h>
@@ -83,8 +88,10 @@ aes_gcm(bool enc, const uint8 *key, const uint8 *nonce, const uint8 *in, int inl
 }
 
 /*
- * Replace a payload by its envelope. Returns false, with a WARNING naming the
- * queue, when it stored nothing encrypted (the caller keeps the plaintext).
+ * Replace a payload by its envelope. Without a usable key or on a cipher
+ * failure it raises (nothing is stored), or with
+ * queen_streams.encryption_fail_open returns false after a WARNING naming
+ * the queue (the caller keeps the plaintext).
  */
 bool
 qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, int *envlen)
@@ -97,21 +104,24 @@ qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, in
 
 	if (!load_key(key))
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("queue \"%s\" has encryption enabled but no encryption key is configured", queue),
-				 errdetail("The message was stored unencrypted."),
-				 errhint("Set queen_streams.encryption_key (or QUEEN_ENCRYPTION_KEY) to 64 hex digits.")));
+		ereport(qs_encryption_fail_open ? WARNING : ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("queue \"%s\" has encryption enabled but no usable encryption key is configured", queue),
+				 qs_encryption_fail_open ? errdetail("The message was stored unencrypted.")
+				 : errdetail("Nothing was stored."),
+				 errhint("Set queen_streams.encryption_key (or QUEEN_ENCRYPTION_KEY) to 64 hex digits, "
+						 "or turn queen_streams.encryption_fail_open on to store plaintext.")));
 		return false;
 	}
 	qs_random_bytes(iv, QS_IV_LEN);
 	ct = palloc(len + 1);
 	if (!aes_gcm(true, key, iv, (const uint8 *) plain, len, ct, tag))
 	{
-		ereport(WARNING,
+		ereport(qs_encryption_fail_open ? WARNING : ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not encrypt a message for queue \"%s\"", queue),
-				 errdetail("The message was stored unencrypted.")));
+				 qs_encryption_fail_open ? errdetail("The message was stored unencrypted.")
+				 : errdetail("Nothing was stored.")));
 		return false;
 	}
 	initStringInfo(&s);
@@ -142,9 +152,10 @@ env_field(Jsonb *jb, const char *key, uint8 **out, int *outlen)
 }
 
 /*
- * If a stored payload is an envelope, decrypt it into *plain. Returns false
- * when it is not one, or (with a WARNING) when it does not decrypt: the
- * caller then serves the payload as stored.
+ * Decrypt the envelope of a frame (or dead letter) flagged ENCRYPTED into
+ * *plain. Returns false, with a WARNING, when it is not an envelope or does
+ * not decrypt: the caller then serves the payload as stored. Never raises on
+ * what it reads.
  */
 bool
 qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen)
@@ -158,24 +169,28 @@ qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen)
 				taglen;
 	uint8		key[QS_KEY_LEN];
 	char	   *text;
+	JsonLexContext *lex;
 
-	/* cheap sniff before parsing: an object naming all three fields */
-	if (len < 2 || payload[0] != '{' ||
-		memmem(payload, len, "\"encrypted\"", 11) == NULL ||
-		memmem(payload, len, "\"authTag\"", 9) == NULL)
-		return false;
 	text = pnstrdup(payload, len);
-	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
-	if (!JB_ROOT_IS_OBJECT(jb) ||
+	lex = makeJsonLexContextCstringLen(text, len, GetDatabaseEncoding(), false);
+	if (memchr(payload, 0, len) != NULL || !pg_verifymbstr(payload, len, true) ||
+		pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS ||
+		!JB_ROOT_IS_OBJECT(jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)))) ||
 		!env_field(jb, "encrypted", &ct, &ctlen) ||
 		!env_field(jb, "iv", &iv, &ivlen) || ivlen < QS_NONCE_LEN ||
 		!env_field(jb, "authTag", &tag, &taglen) || taglen != QS_TAG_LEN)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a stored message flagged encrypted does not hold an encryption envelope"),
+				 errdetail("The message is served as stored.")));
 		return false;
+	}
 
 	if (!load_key(key))
 	{
 		ereport(WARNING,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot decrypt a stored message: no encryption key is configured"),
 				 errdetail("The message is served as stored.")));
 		return false;

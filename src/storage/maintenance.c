@@ -261,41 +261,28 @@ capacity_error(const pg_uuid_t *tenant, Jsonb *request)
 	return NULL;
 }
 
+typedef struct Replay
+{
+	Datum	   *args;
+	const char *nulls;
+} Replay;
+
+static bool
+replay_work(void *arg)
+{
+	Replay	   *r = (Replay *) arg;
+
+	qs_exec(&replay_plan, r->args, r->nulls, 1);
+	return true;
+}
+
 /* Replay one buffered body in its own subtransaction; NULL or its error. */
-static char *
+static const char *
 replay_one(Datum *args, const char *nulls)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	char	   *volatile error = NULL;
+	Replay		r = {args, nulls};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		qs_spi_connect();
-		qs_exec(&replay_plan, args, nulls, 1);
-		qs_spi_finish();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		error = edata->message;
-	}
-	PG_END_TRY();
-	return error;
+	return qs_subxact_run(replay_work, &r);
 }
 
 typedef struct Buffered
@@ -345,7 +332,7 @@ drain(int64 *replayed, int64 *failed)
 		{
 			Datum		args[3];
 			char		nulls[3] = "   ";
-			char	   *error;
+			const char *error;
 			Datum		id = Int64GetDatum(rows[i].id);
 
 			CHECK_FOR_INTERRUPTS();

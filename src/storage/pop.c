@@ -254,7 +254,8 @@ emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 		char	   *plain;
 		int			plen;
 
-		if (qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
+		if ((f->flags & QS_FLAG_ENCRYPTED) &&
+			qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
 			qsj_raw(j, "data", plain, plen);
 		else
 			qsj_raw(j, "data", f->payload, f->payload_len);

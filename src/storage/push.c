@@ -356,7 +356,7 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 				it->flags |= QS_FLAG_ENCRYPTED;
 			}
 			else
-				break;			/* one warning per group is enough */
+				break;			/* fail-open: one warning per group is enough */
 		}
 	}
 

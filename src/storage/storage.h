@@ -87,6 +87,22 @@ extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
 							const uint8 *hashes, TimestampTz created_at, bool dedup_on);
 extern void qs_dedup_shmem_init(void);
 
+/*
+ * ack.c: the one parser of an ack status, used by queen.ack, the cycle's
+ * source ack and the listener's counters. Absent, or exactly completed,
+ * success, acked or ok: completed; retry; dlq; anything else (empty, other
+ * case): failed. The order is the tie-break of signals at one offset.
+ */
+typedef enum QsAckStatus
+{
+	QS_ACK_COMPLETED,
+	QS_ACK_RETRY,
+	QS_ACK_FAILED,
+	QS_ACK_DLQ
+} QsAckStatus;
+
+extern QsAckStatus qs_ack_status(const char *s, int len);
+
 /* push.c: pack items into one segment per (queue, partition) and append */
 typedef enum QsPushStatus
 {

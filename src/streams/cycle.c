@@ -118,13 +118,6 @@ raise_cycle(const char *msg)
 }
 
 /* status counts as success for completed|success|acked|ok and when absent */
-static bool
-status_is_ok(const char *s)
-{
-	return s == NULL || strcmp(s, "completed") == 0 || strcmp(s, "success") == 0 ||
-		strcmp(s, "acked") == 0 || strcmp(s, "ok") == 0;
-}
-
 static void
 apply_state_ops(CycleReq *r, CycleOut *out)
 {
@@ -318,7 +311,8 @@ ack_source(CycleReq *r, CycleOut *out)
 	count = Max(qs_json_int(r->ack, "count", "ack", 0), 0);
 	/* any status but the success words, even one that is not a string, is a nack */
 	if (qs_json_get(r->ack, "status", &sv))
-		ok = sv.type == jbvString && status_is_ok(pnstrdup(sv.val.string.val, sv.val.string.len));
+		ok = sv.type == jbvString &&
+			qs_ack_status(sv.val.string.val, sv.val.string.len) == QS_ACK_COMPLETED;
 	else
 		ok = true;
 
@@ -443,6 +437,21 @@ parse_request(FunctionCallInfo fcinfo, CycleReq *r)
 	}
 }
 
+typedef struct CycleRun
+{
+	CycleReq   *r;
+	CycleOut   *out;
+} CycleRun;
+
+static bool
+cycle_work(void *arg)
+{
+	CycleRun   *run = (CycleRun *) arg;
+
+	run_cycle(run->r, run->out);
+	return true;
+}
+
 PG_FUNCTION_INFO_V1(qs_cycle);
 Datum
 qs_cycle(PG_FUNCTION_ARGS)
@@ -451,9 +460,8 @@ qs_cycle(PG_FUNCTION_ARGS)
 	CycleOut	out;
 	QsJson		body;			/* push_results and ack_result, filled by the work */
 	QsJson		j;
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	char	   *volatile error = NULL;
+	const char *error;
+	CycleRun	run = {&r, &out};
 
 	memset(&r, 0, sizeof(r));
 	memset(&out, 0, sizeof(out));
@@ -462,35 +470,9 @@ qs_cycle(PG_FUNCTION_ARGS)
 	qsj_init(&body);
 	body.first[0] = false;		/* it continues the envelope object below */
 	out.j = &body;
-	out.outer = oldcontext;
+	out.outer = CurrentMemoryContext;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		qs_spi_connect();
-		run_cycle(&r, &out);
-		qs_spi_finish();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		/* cancellation and timeouts are the caller's, not a cycle verdict */
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		error = edata->message;
-	}
-	PG_END_TRY();
+	error = qs_subxact_run(cycle_work, &run);
 
 	qsj_init(&j);
 	qsj_object(&j, NULL);

@@ -30,7 +30,7 @@ SELECT columns_are('queen', 'log_consumers', ARRAY[
 	'lease_conflated', 'created_at']);
 SELECT columns_are('queen', 'log_dlq', ARRAY[
 	'id', 'partition_id', 'consumer_group', 'offset', 'message_id', 'transaction_id', 'payload',
-	'error', 'retry_count', 'failed_at']);
+	'error', 'retry_count', 'failed_at', 'encrypted']);
 
 -- Column types of the load-bearing columns.
 SELECT col_type_is('queen', tbl, col, typ, format('queen.%s.%s is %s', tbl, col, typ))

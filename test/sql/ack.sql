@@ -311,4 +311,35 @@ SELECT pg_temp.try(format($$SELECT queen.ack('{"acknowledgments":[
   {"transactionId":"m0","partitionId":"not-a-uuid"}]}')$$, r->>'partitionId', r->>'leaseId')) FROM last_pop;
 SELECT * FROM pg_temp.cursor('atomic');
 
+-- Acks without leaseId. Off (the default, Queen's rule): the lease is not
+-- checked, so anyone's lease-less ack commits the batch another consumer holds.
+SELECT pg_temp.push('lease_less', 0, 5);
+SELECT pg_temp.pop('lease_less', 2);
+SELECT * FROM pg_temp.ack('m1', with_lease => false);
+SELECT * FROM pg_temp.cursor('lease_less');
+-- On: refused while a live lease covers the acked message, whatever its status
+SET queen_streams.ack_requires_lease = on;
+SELECT pg_temp.pop('lease_less', 2);
+SELECT * FROM pg_temp.ack('m3', with_lease => false);
+SELECT * FROM pg_temp.ack('m2', 'failed', with_lease => false);
+SELECT x.* FROM last_pop,
+     LATERAL pg_temp.results(queen.ack(jsonb_build_object('acknowledgments', jsonb_build_array(
+  jsonb_build_object('transactionId', 'm2', 'partitionId', r->>'partitionId'),
+  jsonb_build_object('transactionId', 'm0', 'partitionId', r->>'partitionId'))))) x;
+SELECT * FROM pg_temp.cursor('lease_less');
+-- naming the lease still works, and below the cursor a lease-less ack is the no-op it was
+SELECT * FROM pg_temp.ack('m2');
+SELECT * FROM pg_temp.ack('m1', with_lease => false);
+-- once the lease has expired nothing covers the message: accepted again
+SELECT pg_temp.expire();
+SELECT * FROM pg_temp.ack('m3', with_lease => false);
+SELECT * FROM pg_temp.cursor('lease_less');
+RESET queen_streams.ack_requires_lease;
+-- only a superuser sets it
+CREATE ROLE ack_nobody;
+SET ROLE ack_nobody;
+SELECT pg_temp.try($$SET queen_streams.ack_requires_lease = off$$);
+RESET ROLE;
+DROP ROLE ack_nobody;
+
 DROP EXTENSION queen_streams CASCADE;

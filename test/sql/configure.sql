@@ -476,10 +476,18 @@ UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WH
 SET queen_streams.encryption_key = 'ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff';
 SELECT m->>'transactionId' AS txn, (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(m->'data') k) AS data_keys
   FROM jsonb_array_elements((queen.pop('cfg_enc', batch => 1))->'messages') m;
--- No key at all: the push stores plaintext, with a WARNING, and succeeds.
+-- No key at all: the push is refused and nothing is stored (fails closed) ...
 UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second' WHERE partition_id = pg_temp.pid('cfg_enc');
 SET queen_streams.encryption_key = '';
 SELECT queen.push('{"items":[{"queue":"cfg_enc","transactionId":"e3","payload":{"secret":"plain-marker-3"}}]}')->0->>'status' AS status;
+SET queen_streams.encryption_key = 'not hex';
+SELECT queen.push('{"items":[{"queue":"cfg_enc","transactionId":"e3","payload":{"secret":"plain-marker-3"}}]}')->0->>'status' AS status;
+SELECT count(*) AS segments FROM queen.log_segments WHERE partition_id = pg_temp.pid('cfg_enc');
+-- ... unless queen_streams.encryption_fail_open (Queen's behaviour): plaintext, with a WARNING.
+SET queen_streams.encryption_key = '';
+SET queen_streams.encryption_fail_open = on;
+SELECT queen.push('{"items":[{"queue":"cfg_enc","transactionId":"e3","payload":{"secret":"plain-marker-3"}}]}')->0->>'status' AS status;
+RESET queen_streams.encryption_fail_open;
 -- Encryption off again (left out on a replace): plaintext from then on;
 -- older envelopes still decrypt with the right key.
 SET queen_streams.encryption_key = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
@@ -488,6 +496,18 @@ SELECT queen.push('{"items":[{"queue":"cfg_enc","transactionId":"e4","payload":{
 SELECT * FROM pg_temp.frames('cfg_enc');
 SELECT m->>'transactionId' AS txn, m->'data' AS data
   FROM jsonb_array_elements((queen.pop('cfg_enc', batch => 10, auto_ack => true))->'messages') m;
+-- Pop decrypts only frames flagged ENCRYPTED: an envelope pushed as the
+-- plaintext payload of a queue without encryption is served as pushed.
+SELECT (pg_temp.cfg('{"queue":"cfg_plain_env"}')).options->'encryptionEnabled' AS enc;
+SELECT queen.push(jsonb_build_object('items', jsonb_build_array(jsonb_build_object('queue', 'cfg_plain_env',
+         'transactionId', 'pe1', 'payload', f.payload::jsonb))))->0->>'status' AS status
+  FROM queen.log_segments s, queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
+ WHERE s.partition_id = pg_temp.pid('cfg_enc') AND f.transaction_id = 'e1';
+SELECT f.flags, (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(m->'data') k) AS served_keys,
+       m->'data' ? 'secret' AS decrypted
+  FROM jsonb_array_elements((queen.pop('cfg_plain_env', batch => 10, auto_ack => true))->'messages') m,
+       queen.log_segments s, queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
+ WHERE s.partition_id = pg_temp.pid('cfg_plain_env');
 RESET queen_streams.encryption_key;
 
 -------------------------------------------------------------------------

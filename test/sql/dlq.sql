@@ -277,13 +277,24 @@ SELECT m->>'transactionId' AS txn, m->'data' AS data
   FROM jsonb_array_elements(queen.pop('dq2', batch => 10, auto_ack => true)->'messages') m;
 SELECT * FROM pg_temp.errs(queen.dlq());
 
--- Encrypted queue: ack stores the dead letter decrypted; the requeue is
+-- Encrypted queue: ack stores the dead letter as the frame's envelope (no
+-- plaintext in queen.log_dlq), queen.dlq opens it; the requeue is opened and
 -- enveloped again by the push core, and pops decrypt it.
 SET queen_streams.encryption_key = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
 SELECT queen.configure('{"queue":"dq_enc","options":{"encryptionEnabled":true,"retryDelay":0}}')->>'configured' AS configured;
 SELECT queen.push('{"items":[{"queue":"dq_enc","transactionId":"e1","payload":{"secret":"plain-marker"}}]}')->0->>'status' AS pushed;
 SELECT pg_temp.dead('dq_enc', 'Default', NULL, 'e1', 'dlq', 'enc');
+SELECT encrypted, (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(payload) k) AS stored_keys,
+       position('plain-marker' IN payload::text) > 0 AS plaintext_in_table
+  FROM queen.log_dlq WHERE partition_id = pg_temp.pid('dq_enc');
 SELECT data FROM pg_temp.dl(queen.dlq('dq_enc'));
+-- without the key: queen.dlq serves the envelope (with a WARNING), the requeue is refused
+SET queen_streams.encryption_key = '';
+SELECT (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(data) k) AS keys_without_key
+  FROM pg_temp.dl(queen.dlq('dq_enc'));
+SELECT pg_temp.try($$SELECT queen.retry_message(pg_temp.pid('dq_enc'), 'e1')$$);
+SELECT count(*) AS still_dead FROM queen.log_dlq WHERE partition_id = pg_temp.pid('dq_enc');
+SET queen_streams.encryption_key = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
 SELECT queen.retry_message(pg_temp.pid('dq_enc'), 'e1')->>'success' AS requeued;
 CREATE FUNCTION pg_temp.stored(q text)
 RETURNS TABLE ("offset" bigint, encrypted boolean, envelope_keys text, plaintext_in_segment boolean)
@@ -296,8 +307,8 @@ LANGUAGE sql AS $$
 $$;
 SELECT * FROM pg_temp.stored('dq_enc');
 SELECT pg_temp.dead('dq_enc', 'Default', NULL, 'e1', 'dlq', 'enc again');
--- A dead letter that still holds the envelope (ack ran without the key) is
--- opened before the push wraps it: one envelope, never two.
+-- A dead letter holds the envelope: it is opened when read and before the
+-- push wraps it again: one envelope, never two.
 UPDATE queen.log_dlq SET payload = (pg_temp.frame(pg_temp.pid('dq_enc'), 'e1')).payload::jsonb
  WHERE partition_id = pg_temp.pid('dq_enc');
 SELECT (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(data) k) AS dlq_data_keys

@@ -48,6 +48,44 @@ SELECT queen_streams.verify_token(t)->>'error' AS malformed
   FROM unnest(ARRAY['', 'abc', 'a.b', 'a.b.c.d', '!!.??.##',
                     pg_temp.b64url('{"alg":"HS256"}') || '.' || pg_temp.b64url('not json') || '.x',
                     pg_temp.b64url('[1]') || '.' || pg_temp.b64url('{}') || '.x']) t;
+-- hostile JSON inside a correctly signed token: a 401 reason, never an error
+SELECT queen_streams.verify_token(pg_temp.b64url(convert_to(h, 'UTF8')) || '.' || pg_temp.b64url(convert_to(p, 'UTF8'))
+         || '.' || pg_temp.b64url(hmac(pg_temp.b64url(convert_to(h, 'UTF8')) || '.' || pg_temp.b64url(convert_to(p, 'UTF8')),
+                                       's3cret', 'sha256')))->>'error' AS hostile
+  FROM (VALUES ('{"alg":"HS256","x":1e999999999}', '{"role":"admin"}'),
+               ('{"alg":"HS256"}', '{"role":"admin","exp":1e999999999}'),
+               ('{"alg":"HS256"}', '{"role":"admin","nbf":-1e999999999,"exp":"soon"}'),
+               ('{"alg":"HS256","alg":"none"}', '{"role":"admin"}'),
+               ('{"alg":"HS256"}', '{"role":"read-only","role":"admin"}'),
+               ('{"alg":"HS256"}', '{"s":"\ud800"}'),
+               ('{"alg":"HS256"}', '{"role":"admin"} x')) v(h, p);
+-- the JSON parser's own errors (here: stack depth) are caught inside token parsing
+CREATE TEMP TABLE deep AS
+  SELECT pg_temp.hs('{"alg":"HS256"}', ('{"a":' || repeat('[', 4000) || repeat(']', 4000) || '}')::jsonb, 's3cret') t;
+SET max_stack_depth = '100kB';
+SELECT length(t) < 16384 AS within_length, queen_streams.verify_token(t)->>'error' AS deep FROM deep;
+RESET max_stack_depth;
+SELECT queen_streams.verify_token(t)->>'valid' AS deep_with_room FROM deep;
+
+-- required claims: exp, iss, aud (a string or an array), all off by default
+SET queen_streams.jwt_require_exp = on;
+SELECT queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}', '{"role":"admin"}', 's3cret'))->>'error' AS no_exp;
+SELECT queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}', pg_temp.claims(60), 's3cret'))->>'valid' AS with_exp;
+RESET queen_streams.jwt_require_exp;
+SET queen_streams.jwt_issuer = 'https://issuer.example';
+SELECT i, queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}', pg_temp.claims(60) || i, 's3cret'))->>'error' AS iss
+  FROM unnest(ARRAY['{}', '{"iss":"https://issuer.example"}', '{"iss":"https://other"}', '{"iss":1}']::jsonb[]) i;
+RESET queen_streams.jwt_issuer;
+SET queen_streams.jwt_audience = 'queen';
+SELECT a, queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}', pg_temp.claims(60) || a, 's3cret'))->>'error' AS aud
+  FROM unnest(ARRAY['{}', '{"aud":"queen"}', '{"aud":["a","queen"]}', '{"aud":["a"]}', '{"aud":"queenx"}',
+                    '{"aud":[["queen"]]}']::jsonb[]) a;
+RESET queen_streams.jwt_audience;
+-- the tenant claim is reported when configured
+SET queen_streams.jwt_tenant_claim = 'tid';
+SELECT queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}',
+       pg_temp.claims(60) || '{"tid":"11111111-1111-4111-8111-111111111111"}', 's3cret'));
+RESET queen_streams.jwt_tenant_claim;
 
 -- RS256 with a public key file.
 RESET queen_streams.jwt_secret;
@@ -82,6 +120,7 @@ GRANT EXECUTE ON FUNCTION queen_streams.verify_token(text) TO jwt_nobody;
 SET ROLE jwt_nobody;
 SHOW queen_streams.jwt_secret;
 SET queen_streams.jwt_secret = 'mine';
+SET queen_streams.jwt_tenant_claim = 'tid';
 RESET ROLE;
 DROP OWNED BY jwt_nobody;
 DROP ROLE jwt_nobody;

@@ -284,7 +284,7 @@ SELECT count(*) AS default_cyc_sink_default_segments FROM pg_temp.segs('cyc_sink
 -- Encryption: a sink queue with encryption_enabled gets envelopes (flag 4,
 -- {encrypted, iv, authTag}), decrypted again on pop; the flag is read from the
 -- request tenant's own queue, never another tenant's same-named one; with no
--- key the cycle warns and stores plaintext, and still commits.
+-- key the cycle fails and stores nothing (encryption fails closed).
 SELECT jsonb_array_length(queen.push('{"items":[{"queue":"cyc_enc","payload":{"seed":0}}]}')) AS pushed;
 UPDATE queen.queues SET encryption_enabled = true WHERE name = 'cyc_enc' AND tenant_id = :'t_def';
 SET queen_streams.encryption_key = '';

@@ -591,5 +591,22 @@ sql("UPDATE queen_streams.quota SET max_queries = 1 WHERE tenant_id = '$B'");
 ($st, $doc) = as($B, 'POST', '/streams/v1/queries', { %$lad, name => 'b.second' });
 is("$st $doc->{error}", '403 streams query quota exceeded (max 1)', 'B\'s own cap counts B\'s query');
 
+# ====================================================================== /metrics: nothing shared
+# Under tenancy the listener-wide series count every tenant's requests: not shown to a tenant.
+for my $t ($A, $D)
+{
+	unlike($metrics_as{$t}, qr/^queen_streams_http_(requests_total|connections|parked_pops|worker_up)|^queen_streams_wakeups/m,
+		"GET /metrics as $tname{$t}: no listener-wide series");
+}
+# The overflow bucket (stats[0], queues that found the counter table full) mixes tenants:
+# fill the table, then ask as the all-zero tenant, which that bucket's tenant field holds.
+sql(q{SELECT queen.push(jsonb_build_object('items',
+	(SELECT jsonb_agg(jsonb_build_object('queue', 'overflow' || i, 'payload', '{}'::jsonb)) FROM generate_series(1, 1100) i)))});
+cmp_ok(sql(q{SELECT pushed FROM queen_streams.metrics WHERE tenant_id IS NULL}), '>', 0,
+	'queues beyond the counter table are counted in the overflow row');
+my $zero = (as('00000000-0000-0000-0000-000000000000', 'GET', '/metrics'))[3];
+unlike($zero, qr/\(other\)/, 'GET /metrics as the all-zero tenant does not show the overflow bucket');
+unlike($zero, qr/tenant=/, 'nor anything else');
+
 $node->stop;
 done_testing();
