@@ -380,6 +380,8 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 	for (int i = 0; i < nitems; i++)
 		if (items[i].leader >= 0 && items[items[i].leader].status != QS_PUSH_PENDING)
 			items[i].result_id = items[items[i].leader].result_id;
+	for (int i = 0; i < nitems; i++)
+		items[i].pid = groups[items[i].group].part.pid;
 	/* counted, and parked long-poll pops woken, when this commits */
 	if (qs_pushed_hook)
 		for (int g = 0; g < ng; g++)
@@ -441,7 +443,6 @@ qs_push(PG_FUNCTION_ARGS)
 	QsPushItem *items;
 	int			n;
 	int			ng;
-	QsPushGroup *groups;
 	char	   *psub = NULL;
 	QsJson		j;
 
@@ -498,7 +499,8 @@ qs_push(PG_FUNCTION_ARGS)
 
 	qsj_init(&j);
 	qs_spi_connect();
-	groups = qs_push_items(&tenant, items, n, true, &ng);
+	/* the groups live in SPI memory: the answer reads only the items */
+	(void) qs_push_items(&tenant, items, n, true, &ng);
 	qs_spi_finish();
 
 	qsj_array(&j, NULL);
@@ -509,7 +511,7 @@ qs_push(PG_FUNCTION_ARGS)
 		qsj_int(&j, "index", i);
 		qsj_uuid(&j, "message_id", &items[i].result_id);
 		qsj_strn(&j, "transaction_id", items[i].txn, items[i].txn_len);
-		qsj_uuid(&j, "partition_id", &groups[items[i].group].part.pid);
+		qsj_uuid(&j, "partition_id", &items[i].pid);
 		if (items[i].has_trace)
 			qsj_uuid(&j, "trace_id", &items[i].trace);
 		else

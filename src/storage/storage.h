@@ -130,6 +130,7 @@ typedef struct QsPushItem
 	/* results */
 	QsPushStatus status;
 	pg_uuid_t	result_id;		/* for a duplicate: the original's id */
+	pg_uuid_t	pid;			/* its partition (the groups live in SPI memory) */
 	int			group;
 	int			leader;			/* intra-request duplicate: index of the first, else -1 */
 } QsPushItem;
