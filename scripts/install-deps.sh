@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs every system package queen_streams needs on Debian bookworm.
 # Idempotent; must run as root. Skips apt entirely when everything is present.
+# --test: also what the test suites need beyond the build (scripts/test.sh).
 set -euo pipefail
+TESTS=0
+[ "${1:-}" = "--test" ] && TESTS=1
 
 PACKAGES=(
 	build-essential
@@ -17,7 +20,12 @@ PACKAGES=(
 	curl
 	openssl
 	rsync
+	clang
+	libclang-rt-14-dev
+	xxd
 )
+# the dashboard's browser test (test/t/070_dashboard_browser.pl)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(chromium)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -33,4 +41,22 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The dashboard's browser test (test/t/070_dashboard_browser.pl) drives
+# Debian's chromium with playwright-core from npm (never a browser download),
+# pinned by test/browser/package-lock.json; reinstalled when the lock changes.
+[ "$TESTS" -eq 1 ] || exit 0
+cd "$(dirname "$0")/.."
+if ! command -v npm >/dev/null 2>&1; then
+	# a machine without Node: Debian's own (18, enough for playwright-core)
+	echo "install-deps: installing nodejs npm"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if ! cmp -s test/browser/package-lock.json test/browser/node_modules/.qs-installed-lock 2>/dev/null; then
+	echo "install-deps: npm ci in test/browser"
+	( cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts >/dev/null )
+	cp test/browser/package-lock.json test/browser/node_modules/.qs-installed-lock
 fi

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-scripts/install-deps.sh
+scripts/install-deps.sh --test
 # One run at a time per machine: every run installs into the server's lib dir.
 exec 9>/tmp/queen_streams.test.lock
 flock 9
@@ -21,7 +21,8 @@ make -s install >/dev/null
 # PostgreSQL refuses to run as root: test from a copy owned by `postgres`.
 WORK=$(mktemp -d /tmp/queen_streams-test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-rsync -a --exclude .git --exclude .run "$ROOT/" "$WORK/"
+# (test/fuzz/work: corpora a running fuzzer keeps changing)
+rsync -a --exclude .git --exclude .run --exclude test/fuzz/work "$ROOT/" "$WORK/"
 chown -R postgres:postgres "$WORK"
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
@@ -74,6 +75,16 @@ if want tap && compgen -G "test/t/*.pl" >/dev/null; then
 	p=$(grep -cE '^ok [0-9]+' "$WORK/tap.out" || true)
 	f=$(grep -cE '^not ok [0-9]+' "$WORK/tap.out" || true)
 	passed=$((passed + p)); failed=$((failed + f))
+	# The dashboard's screenshots (070_dashboard_browser.pl): kept with the
+	# results; QS_UPDATE_SCREENSHOTS=1 also refreshes the README's.
+	if compgen -G "tmp_check/dashboard/screenshots/*.png" >/dev/null; then
+		mkdir -p "$ROOT/test/results/screenshots"
+		cp -f tmp_check/dashboard/screenshots/*.png "$ROOT/test/results/screenshots/"
+		if [ -n "${QS_UPDATE_SCREENSHOTS:-}" ]; then
+			mkdir -p "$ROOT/doc/screenshots"
+			cp -f tmp_check/dashboard/screenshots/*.png "$ROOT/doc/screenshots/"
+		fi
+	fi
 fi
 
 [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1

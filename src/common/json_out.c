@@ -37,7 +37,7 @@ qsj_open(QsJson *j, const char *key, char open)
 	qsj_key(j, key);
 	appendStringInfoChar(&j->buf, open);
 	if (++j->depth >= QSJ_MAX_DEPTH)
-		elog(ERROR, "queen_streams: JSON writer nested too deep");
+		elog(ERROR, "JSON writer nested too deep");
 	j->first[j->depth] = true;
 }
 

@@ -13,10 +13,10 @@ qs_plan(QsPlan *p)
 		SPIPlanPtr	plan = SPI_prepare(p->sql, p->nargs, p->argtypes);
 
 		if (plan == NULL)
-			elog(ERROR, "queen_streams: SPI_prepare failed (%s) for: %s",
+			elog(ERROR, "SPI_prepare failed (%s) for: %s",
 				 SPI_result_code_string(SPI_result), p->sql);
 		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "queen_streams: SPI_keepplan failed");
+			elog(ERROR, "SPI_keepplan failed");
 		p->plan = plan;
 	}
 	return p->plan;
@@ -28,7 +28,7 @@ qs_exec(QsPlan *p, Datum *values, const char *nulls, long tcount)
 	int			rc = SPI_execute_plan(qs_plan(p), values, nulls, false, tcount);
 
 	if (rc < 0)
-		elog(ERROR, "queen_streams: SPI_execute_plan failed (%s) for: %s",
+		elog(ERROR, "SPI_execute_plan failed (%s) for: %s",
 			 SPI_result_code_string(rc), p->sql);
 	return rc;
 }
@@ -61,12 +61,12 @@ void
 qs_spi_connect(void)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "queen_streams: SPI_connect failed");
+		elog(ERROR, "SPI_connect failed");
 }
 
 void
 qs_spi_finish(void)
 {
 	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "queen_streams: SPI_finish failed");
+		elog(ERROR, "SPI_finish failed");
 }

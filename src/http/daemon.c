@@ -65,6 +65,14 @@ queue_response(QsReq *req)
 								req->content_type ? req->content_type : "application/json");
 	if (req->retry_after)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, req->retry_after);
+	if (req->cache_control)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, req->cache_control);
+	if (req->csp)
+	{
+		MHD_add_response_header(r, "Content-Security-Policy", req->csp);
+		MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+		MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	}
 	if (req->www_authenticate)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, req->www_authenticate);
 	if (req->status == 405)
@@ -270,7 +278,7 @@ handoff_socket(void)
 		bind(fd, (struct sockaddr *) &sun, len) < 0)
 	{
 		ereport(LOG,
-				(errmsg("queen_streams: could not create the connection handoff socket: %m")));
+				(errmsg("could not create the connection handoff socket: %m")));
 		close(fd);
 		return -1;
 	}
@@ -325,7 +333,7 @@ qs_http_daemon_start(void)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("queen_streams: could not resolve listen address \"%s\": %s",
+				 errmsg("could not resolve listen address \"%s\": %s",
 						host, gai_strerror(rc))));
 		return false;
 	}
@@ -336,7 +344,7 @@ qs_http_daemon_start(void)
 	if (listen_fd < 0)
 	{
 		ereport(WARNING,
-				(errmsg("queen_streams: could not start the HTTP listener on %s:%d: %m",
+				(errmsg("could not start the HTTP listener on %s:%d: %m",
 						host, qs_http_port),
 				 errhint("Check that the address is local and the port is free, "
 						 "or set queen_streams.http_port = 0 to disable the listener.")));
@@ -357,7 +365,7 @@ qs_http_daemon_start(void)
 		close(listen_fd);
 		listen_fd = -1;
 		ereport(WARNING,
-				(errmsg("queen_streams: could not start the HTTP listener on %s:%d",
+				(errmsg("could not start the HTTP listener on %s:%d",
 						host, qs_http_port)));
 		return false;
 	}
@@ -571,7 +579,7 @@ qs_http_accept(bool take_new)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
 			{
 				ereport(LOG,
-						(errmsg("queen_streams: could not accept a connection: %m")));
+						(errmsg("could not accept a connection: %m")));
 				/* tell one waiting client instead of leaving it in the backlog */
 				if (errno == EMFILE || errno == ENFILE)
 					qs_screen_out_of_fds(listen_fd);
@@ -593,7 +601,7 @@ qs_http_daemon_fd(void)
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD);
 
 	if (di == NULL)
-		elog(ERROR, "queen_streams: libmicrohttpd has no epoll fd");
+		elog(ERROR, "libmicrohttpd has no epoll fd");
 	return di->epoll_fd;
 }
 

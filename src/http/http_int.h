@@ -7,6 +7,7 @@
 #define QS_HTTP_INT_H
 
 #include "http/http.h"
+#include "http/pattern.h"
 
 #include "access/xlogdefs.h"
 #include "lib/ilist.h"
@@ -32,6 +33,7 @@ extern int	qs_http_statement_timeout_ms;
 extern int	qs_http_tenancy;
 extern int	qs_http_retention_interval_s;
 extern int	qs_http_pop_recheck_ms;
+extern int	qs_http_sample_interval_s;
 extern bool qs_http_group_flush;
 
 #define QS_TENANCY_OFF		0
@@ -43,7 +45,6 @@ typedef int QsRouteId;
 
 #define QS_R_NONE		0		/* 404, 405, refused before routing */
 #define QS_MAX_ROUTES	96		/* rows of the table, for the shared counters */
-#define QS_MAX_PARAMS	4		/* :name segments of one pattern */
 
 extern const char *qs_route_name(QsRouteId id);
 extern const char *qs_route_method(QsRouteId id);
@@ -73,6 +74,15 @@ typedef enum QsStat
 
 extern const char *const qs_stat_names[QS_STAT_COUNT];
 
+/*
+ * The dashboard's charts (samples.c): every sample_interval the first worker
+ * copies the pushed, popped and acked counters of every queue into a ring of
+ * QS_SAMPLES slots; sample n is in slot n % QS_SAMPLES, and sample_seq is
+ * the newest complete one (0: none yet).
+ */
+#define QS_SAMPLES			61	/* 60 intervals: an hour at the default 60 s */
+#define QS_SAMPLED			3	/* QS_STAT_PUSHED, QS_STAT_POPPED, QS_STAT_ACKED */
+
 typedef struct QsQueueStat
 {
 	pg_atomic_uint32 ready;		/* key fields are written before this is set */
@@ -80,6 +90,8 @@ typedef struct QsQueueStat
 	pg_uuid_t	tenant;
 	char		name[QS_STAT_NAME];
 	pg_atomic_uint64 c[QS_STAT_COUNT];
+	/* the counters of QS_SAMPLED stats at each of the last QS_SAMPLES samples */
+	uint64		sample[QS_SAMPLES][QS_SAMPLED];
 } QsQueueStat;
 
 typedef struct QsWorkerSlot
@@ -104,6 +116,9 @@ typedef struct QsHttpShared
 	/* the wake board: per queue hash slot, a generation and who waits on it */
 	pg_atomic_uint64 gen[QS_WAKE_SLOTS];
 	pg_atomic_uint64 waiters[QS_WAKE_SLOTS];
+	/* samples.c: when each slot of the counters' ring was taken */
+	pg_atomic_uint64 sample_seq;
+	TimestampTz sample_at[QS_SAMPLES];
 	/* stats[0] collects queues that found the table full */
 	QsQueueStat stats[QS_STAT_QUEUES];
 } QsHttpShared;
@@ -193,6 +208,8 @@ typedef struct QsReq
 	int			resp_len;
 	const char *content_type;
 	const char *retry_after;
+	const char *cache_control;	/* the dashboard's files: Cache-Control, */
+	const char *csp;			/* Content-Security-Policy (and nosniff) */
 	bool		close;
 	XLogRecPtr	lsn;			/* commit to flush before answering, or 0 */
 	bool		flush_waiting;
@@ -306,6 +323,7 @@ extern const QsRouteDef qs_route_state_get;
 extern const QsRouteDef qs_route_cycle;
 extern const QsRouteDef qs_route_configure;
 extern const QsRouteDef qs_route_delete_queue;
+extern const QsRouteDef qs_route_dashboard;
 
 /* routes_queue.c: long-poll pops parked in this worker */
 extern dlist_head qs_parked;
@@ -313,6 +331,9 @@ extern void qs_pop_park(QsReq *req);
 extern void qs_pop_unpark(QsReq *req);
 extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
+
+/* samples.c: the first worker samples the counters for the charts */
+extern void qs_samples_take(void);
 
 /* metrics.c */
 extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);

@@ -239,45 +239,6 @@ route_def(QsRouteId id)
 }
 
 /*
- * Whether `path` matches `pattern`; each ":name" segment matches one
- * non-empty segment, whose bounds are stored in params (into path).
- */
-static bool
-pattern_match(const char *pattern, const char *path, const char **ps, int *pl, int *np)
-{
-	*np = 0;
-	while (*pattern && *path)
-	{
-		if (*pattern != '/' || *path != '/')
-			return false;
-		pattern++, path++;
-		if (*pattern == ':')
-		{
-			const char *end = strchr(path, '/');
-			int			len = end ? end - path : (int) strlen(path);
-
-			if (len == 0 || *np == QS_MAX_PARAMS)
-				return false;
-			ps[*np] = path;
-			pl[(*np)++] = len;
-			path += len;
-			pattern = strchrnul(pattern, '/');
-		}
-		else
-		{
-			const char *end = strchrnul(pattern, '/');
-			int			len = end - pattern;
-
-			if (strncmp(pattern, path, len) != 0 || (path[len] != '/' && path[len] != '\0'))
-				return false;
-			pattern += len;
-			path += len;
-		}
-	}
-	return *pattern == '\0' && *path == '\0';
-}
-
-/*
  * Match the path against the route table; sets req->route and the path
  * parameters, or answers 404 (no pattern matches), 405 (a pattern matches
  * but not with this method) or 400 (a parameter that is not valid text).
@@ -298,7 +259,7 @@ match_route(QsReq *req)
 		int			pl[QS_MAX_PARAMS];
 		int			np;
 
-		if (!pattern_match(qs_routes[id].pattern, path, ps, pl, &np))
+		if (!qs_pattern_match(qs_routes[id].pattern, path, ps, pl, &np))
 			continue;
 		if (strcmp(req->method, qs_routes[id].method) != 0)
 		{

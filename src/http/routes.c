@@ -129,6 +129,17 @@ const QsRoute qs_routes[] = {
 	{"GET", "/api/v1/traces/:partitionId/:transactionId", "traces", R, NULL,
 	CALL(200, "SELECT queen.traces($1::uuid, $2, $3)", ":partitionId", ":transactionId", "tenant")},
 
+	/* the dashboard: its page is public, what it shows comes from the routes */
+	{"GET", "/api/v1/dashboard/throughput", "dashboard_throughput", R, NULL,
+	CALL(200, "SELECT queen_streams.dashboard_throughput($1, $2)", "?queue", "tenant")},
+	{"GET", "/api/v1/dashboard/streams", "dashboard_streams", R, NULL,
+	CALL(200, "SELECT queen_streams.dashboard_streams($1)", "tenant")},
+	{"GET", "/api/v1/dashboard/workers", "dashboard_workers", R, NULL,
+	CALL(200, "SELECT queen_streams.dashboard_workers()")},
+	{"GET", "/", "dashboard", QS_ACCESS_NONE, &qs_route_dashboard, NULL},
+	{"GET", "/dashboard", "dashboard", QS_ACCESS_NONE, &qs_route_dashboard, NULL},
+	{"GET", "/dashboard/:file", "dashboard", QS_ACCESS_NONE, &qs_route_dashboard, NULL},
+
 	/* the server */
 	{"GET", "/health", "health", QS_ACCESS_NONE, &qs_route_health, NULL},
 	{"GET", "/metrics", "metrics", R, &qs_route_metrics, NULL},

@@ -21,6 +21,7 @@ int			qs_http_statement_timeout_ms = 30000;
 int			qs_http_tenancy = QS_TENANCY_OFF;
 int			qs_http_retention_interval_s = 60;
 int			qs_http_pop_recheck_ms = 1000;
+int			qs_http_sample_interval_s = 60;
 bool		qs_http_group_flush = false;
 
 static const struct config_enum_entry tenancy_options[] = {
@@ -126,6 +127,13 @@ qs_http_guc_init(void)
 							NULL,
 							&qs_http_retention_interval_s,
 							60, 0, 86400,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.sample_interval",
+							gettext_noop("How often the first HTTP worker samples the per-queue counters for the dashboard's charts."),
+							gettext_noop("The last 60 intervals are kept in shared memory."),
+							&qs_http_sample_interval_s,
+							60, 1, 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("queen_streams.pop_recheck_interval",

@@ -127,6 +127,7 @@ qs_http_worker_main(Datum main_arg)
 	WaitEventSet *wes;
 	MemoryContext loop_cxt;
 	TimestampTz next_retention = 0;
+	TimestampTz next_sample = 0;
 	TimestampTz next_bind = 0;
 	TimestampTz accept_resume = 0;	/* out of descriptors: accept again then */
 	long		stats_wait = 0;
@@ -213,6 +214,9 @@ qs_http_worker_main(Datum main_arg)
 			timeout = Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_bind));
 		if (stats_wait > 0)
 			timeout = min_timeout(timeout, stats_wait);
+		if (index == 0 && next_sample != 0)
+			timeout = min_timeout(timeout,
+								  Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_sample)));
 		if (index == 0 && qs_http_retention_interval_s > 0 && next_retention != 0)
 			timeout = min_timeout(timeout,
 								  TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_retention));
@@ -259,6 +263,12 @@ qs_http_worker_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
+		/* the dashboard's samples: one at start, then every sample_interval */
+		if (index == 0 && now >= next_sample)
+		{
+			qs_samples_take();
+			next_sample = TimestampTzPlusMilliseconds(now, qs_http_sample_interval_s * 1000L);
+		}
 		if (index == 0 && qs_http_retention_interval_s > 0)
 		{
 			if (next_retention == 0)

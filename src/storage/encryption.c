@@ -57,7 +57,7 @@ b64(const uint8 *src, int len)
 
 	n = pg_b64_encode((const char *) src, len, out, n);
 	if (n < 0)
-		elog(ERROR, "queen_streams: base64 encoding failed");
+		elog(ERROR, "base64 encoding failed");
 	out[n] = '\0';
 	return out;
 }

@@ -1,0 +1,174 @@
+/*
+ * fuzz_push: the push body parser (queen.push, src/storage/push.c: the JSON
+ * body to items, grouped and packed into segments) with the storage below it
+ * replaced by checks.
+ *
+ * Input: the request body, as the listener hands it to queen.push (NUL-free,
+ * valid UTF-8, parsed as jsonb). Partitions resolve to made-up ids; each
+ * appended segment is decoded again with the real decoder and compared with
+ * the hashes push computed; transaction ids starting with "d" are reported
+ * as already stored, so the duplicate and repack paths run too. Checked:
+ * push either answers one result per item or raises an input error (a 400:
+ * 22023, 22P02, 22003, 54000), never anything else.
+ */
+#include "shim.h"
+
+#include "storage/push.c"
+#include "storage/codec.c"
+#include "common/json_in.c"
+#include "common/json_out.c"
+#include "common/uuid7.c"
+#include "mb/pg_wchar.h"
+
+int			qs_max_segment_kb = 256 * 1024;
+int			qs_zstd_level = 1;
+QsPushedHook qs_pushed_hook = NULL;
+
+#define NEVER(decl) decl { fprintf(stderr, "shim: %s called\n", __func__); abort(); }
+NEVER(int timestamp2tm(TimestampTz dt, int *tzp, struct pg_tm *tm, fsec_t *fsec, const char **tzn, pg_tz *attimezone))
+
+void
+qs_tenant_arg(FunctionCallInfo fcinfo, int argno, pg_uuid_t *out)
+{
+	memset(out->data, 0, UUID_LEN);
+	out->data[15] = 1;
+}
+
+void
+qs_spi_connect(void)
+{
+}
+
+void
+qs_spi_finish(void)
+{
+}
+
+bool
+qs_partition_resolve(const pg_uuid_t *tenant, const char *queue, const char *partition,
+					 bool create, QsPartition *out)
+{
+	uint8		h[QS_HASH_LEN];
+	char	   *key = psprintf("%s/%s", queue, partition);
+
+	qs_txn_hash(key, strlen(key), h);
+	memcpy(out->pid.data, h, UUID_LEN);
+	out->window = 3600;
+	out->encrypt = false;
+	return true;
+}
+
+bool
+qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, int *envlen)
+{
+	return false;
+}
+
+static int64 next_offset = 0;
+
+void
+qs_append_segment(const pg_uuid_t *pid, int window, int count, const uint8 *hashes,
+				  bytea *blob, int64 verified, const bool *probe, QsAppendResult *res)
+{
+	QsFrame    *f = qs_segment_decode(blob, count, pid, next_offset);
+	int			ndups = 0;
+
+	memset(res, 0, sizeof(*res));
+	res->dup_idx = palloc(sizeof(int) * count);
+	res->dup_off = palloc(sizeof(int64) * count);
+	for (int i = 0; i < count; i++)
+	{
+		uint8		h[QS_HASH_LEN];
+
+		qs_txn_hash(f[i].txn, f[i].txn_len, h);
+		if (memcmp(h, hashes + i * QS_HASH_LEN, QS_HASH_LEN) != 0)
+		{
+			fprintf(stderr, "frame %d: its hash is not its transaction id's\n", i);
+			abort();
+		}
+		if (probe[i] && f[i].txn_len > 0 && f[i].txn[0] == 'd')
+		{
+			res->dup_idx[ndups] = i;
+			res->dup_off[ndups++] = i;
+		}
+	}
+	res->duplicate = ndups > 0;
+	res->ndups = ndups;
+	res->base_offset = next_offset;
+	res->created_at = GetCurrentTimestamp();
+	if (!res->duplicate)
+		next_offset += count;
+}
+
+bool
+qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame)
+{
+	static const uint8 id[UUID_LEN] = {1, 2, 3};
+
+	memset(frame, 0, sizeof(*frame));
+	frame->id = id;
+	return offset % 2 == 0;
+}
+
+static bool
+input_error(int sqlstate)
+{
+	return sqlstate == ERRCODE_INVALID_PARAMETER_VALUE ||
+		sqlstate == ERRCODE_INVALID_TEXT_REPRESENTATION ||
+		sqlstate == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE ||
+		sqlstate == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
+		sqlstate == ERRCODE_STATEMENT_TOO_COMPLEX;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char	   *body;
+	Jsonb	   *volatile req = NULL;
+	Jsonb	   *volatile res = NULL;
+	LOCAL_FCINFO(fcinfo, 3);
+
+	if (size > 65536 || memchr(data, 0, size) != NULL ||
+		pg_encoding_verifymbstr(PG_UTF8, (const char *) data, size) != (int) size)
+		return 0;				/* the listener answers 400 before push */
+	body = palloc(size + 1);
+	memcpy(body, data, size);
+	body[size] = '\0';
+	if (!fuzz_try(req = (Jsonb *) fuzz_jsonb(body)))
+		goto out;				/* "bad body": 400 */
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 3, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = PointerGetDatum(req);
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].isnull = true;
+	fcinfo->args[2].value = PointerGetDatum(cstring_to_text("fuzz-sub"));
+	fcinfo->args[2].isnull = (size % 2) == 0;
+	if (!fuzz_try(res = DatumGetJsonbP(qs_push(fcinfo))))
+	{
+		if (!input_error(fuzz_last_sqlstate))
+		{
+			fprintf(stderr, "push raised %s: %s\n", unpack_sql_state(fuzz_last_sqlstate),
+					fuzz_last_message);
+			abort();
+		}
+		goto out;
+	}
+	/* one result per item */
+	{
+		JsonbValue	v;
+		JsonbContainer *items;
+
+		if (!getKeyJsonValueFromContainer(&req->root, "items", 5, &v) || v.type != jbvBinary)
+			abort();
+		items = v.val.binary.data;
+		if (!JB_ROOT_IS_ARRAY(res) || JsonContainerSize(&res->root) != JsonContainerSize(items))
+		{
+			fprintf(stderr, "push answered %u results for %u items\n",
+					JsonContainerSize(&res->root), JsonContainerSize(items));
+			abort();
+		}
+	}
+out:
+	fuzz_reset();
+	return 0;
+}
