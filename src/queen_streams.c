@@ -16,6 +16,7 @@ _PG_init(void)
 	qs_guc_init();
 	qs_http_guc_init();
 	MarkGUCPrefixReserved("queen_streams");
-	qs_storage_init();
+	qs_storage_init();			/* shared memory: corrupt-segment fence */
+	qs_dedup_shmem_init();		/* shared memory: the dedup cache */
 	qs_http_init();
 }

@@ -11,6 +11,7 @@
 int			qs_zstd_level = 3;
 int			qs_max_segment_kb = 262144;
 int			qs_dedup_cache_entries = 262144;
+int			qs_dedup_partition_entries = 0;
 char	   *qs_encryption_key = NULL;
 bool		qs_encryption_fail_open = false;
 bool		qs_ack_requires_lease = false;
@@ -49,12 +50,21 @@ qs_guc_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.dedup_cache_entries",
-							gettext_noop("Transaction-id hashes each backend keeps to answer push dedup probes."),
-							gettext_noop("About 64 bytes each; a queue whose dedup window holds more "
-										 "falls back to reading the window."),
+							gettext_noop("Transaction-id hashes the server keeps in shared memory to answer push dedup probes."),
+							gettext_noop("About 100 bytes of shared memory each, reserved at start when the library is "
+										 "preloaded. A partition whose dedup window holds more than fits is probed "
+										 "by reading its window."),
 							&qs_dedup_cache_entries,
 							262144, 1024, INT_MAX / 2,
-							PGC_USERSET, 0,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.dedup_partition_entries",
+							gettext_noop("Most hashes one partition may hold in the dedup cache (0: no limit but the cache's)."),
+							gettext_noop("A partition that would hold more is probed by reading its window instead."),
+							&qs_dedup_partition_entries,
+							0, 0, INT_MAX / 2,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("queen_streams.encryption_key",

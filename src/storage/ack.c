@@ -14,7 +14,9 @@
 #include "catalog/pg_type_d.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 
 typedef struct AckItem
 {
@@ -185,9 +187,59 @@ same_group(const AckItem *x, const AckItem *y)
 		strcmp(x->group, y->group) == 0 && strcmp(x->worker, y->worker) == 0;
 }
 
+/*
+ * The acks of one group by transaction-id hash: each stored hash or frame
+ * is looked up once, so matching is linear in frames plus acks. Acks that
+ * share a hash are chained through `next`.
+ */
+typedef struct AckHashEnt
+{
+	uint8		hash[QS_HASH_LEN];
+	int			first;			/* index into the group's items */
+} AckHashEnt;
+
+typedef struct AckMap
+{
+	HTAB	   *tab;
+	int		   *next;
+} AckMap;
+
+static void
+ackmap_build(AckMap *m, AckItem **items, int n)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = QS_HASH_LEN;
+	ctl.entrysize = sizeof(AckHashEnt);
+	ctl.hcxt = CurrentMemoryContext;
+	m->tab = hash_create("queen_streams ack hashes", Max(n, 16), &ctl,
+						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	m->next = palloc(sizeof(int) * Max(n, 1));
+	/* in reverse, so each chain runs in item order */
+	for (int i = n - 1; i >= 0; i--)
+	{
+		bool		found;
+		AckHashEnt *e;
+
+		CHECK_FOR_INTERRUPTS();
+		e = hash_search(m->tab, items[i]->hash, HASH_ENTER, &found);
+		m->next[i] = found ? e->first : -1;
+		e->first = i;
+	}
+}
+
+static int
+ackmap_first(AckMap *m, const uint8 *hash)
+{
+	AckHashEnt *e = hash_search(m->tab, hash, HASH_FIND, NULL);
+
+	return e ? e->first : -1;
+}
+
 /* Lowest offset in [lo, hi] whose stored hash equals each item's hash. */
 static void
-match_hashes(AckItem **items, int n, int64 lo, int64 hi, int64 *found)
+match_hashes(AckMap *m, AckItem **items, int64 lo, int64 hi, int64 *found)
 {
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
@@ -197,15 +249,13 @@ match_hashes(AckItem **items, int n, int64 lo, int64 hi, int64 *found)
 		const uint8 *h = (const uint8 *) VARDATA_ANY(hb);
 		int			count = VARSIZE_ANY_EXHDR(hb) / QS_HASH_LEN;
 
-		for (int k = 0; k < count; k++)
+		CHECK_FOR_INTERRUPTS();
+		for (int k = Max(0, lo - base); k < count && base + k <= hi; k++)
 		{
 			int64		off = base + k;
 
-			if (off < lo || off > hi)
-				continue;
-			for (int i = 0; i < n; i++)
-				if ((found[i] == -1 || off < found[i]) &&
-					memcmp(items[i]->hash, h + k * QS_HASH_LEN, QS_HASH_LEN) == 0)
+			for (int i = ackmap_first(m, h + k * QS_HASH_LEN); i >= 0; i = m->next[i])
+				if (found[i] == -1 || off < found[i])
 					found[i] = off;
 		}
 	}
@@ -217,15 +267,12 @@ match_hashes(AckItem **items, int n, int64 lo, int64 hi, int64 *found)
  * met the partition after the purge), but its segments are still there.
  */
 static void
-match_frames(AckItem **items, int n, const pg_uuid_t *pid, int64 lo, int64 hi, int64 *found)
+match_frames(AckMap *m, AckItem **items, const pg_uuid_t *pid, int64 lo, int64 hi, int64 *found)
 {
 	Datum		args[3];
 	SPITupleTable *tt;
 	uint64		nrows;
-	int		   *lens = palloc(sizeof(int) * n);
 
-	for (int i = 0; i < n; i++)
-		lens[i] = strlen(items[i]->txn);
 	args[0] = qs_uuid_datum(pid);
 	args[1] = Int64GetDatum(lo);
 	args[2] = Int64GetDatum(hi);
@@ -243,12 +290,17 @@ match_frames(AckItem **items, int n, const pg_uuid_t *pid, int64 lo, int64 hi, i
 		for (int64 off = Max(lo, base); off <= Min(hi, end); off++)
 		{
 			const QsFrame *f = &frames[off - base];
+			uint8		h[QS_HASH_LEN];
 
-			for (int i = 0; i < n; i++)
-				if ((found[i] == -1 || off < found[i]) && lens[i] == f->txn_len &&
+			CHECK_FOR_INTERRUPTS();
+			qs_txn_hash(f->txn, f->txn_len, h);
+			for (int i = ackmap_first(m, h); i >= 0; i = m->next[i])
+				if ((found[i] == -1 || off < found[i]) &&
+					strlen(items[i]->txn) == (size_t) f->txn_len &&
 					memcmp(items[i]->txn, f->txn, f->txn_len) == 0)
 					found[i] = off;
 		}
+		pfree(frames);
 	}
 }
 
@@ -349,6 +401,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 	int			retry_delay;
 	int			hold_ms = 0;	/* a released batch stays unclaimable this long */
 	const char *worker = items[0]->worker;
+	AckMap		map;
 
 	args[0] = qs_uuid_datum(&items[0]->pid);
 	args[1] = qs_uuid_datum(tenant);
@@ -390,16 +443,17 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 
 	for (int i = 0; i < n; i++)
 		found[i] = -1;
+	ackmap_build(&map, items, n);
 	lo = committed + 1;
 	if (have_batch && batch_end >= lo && lo < txns_start)
-		match_frames(items, n, &items[0]->pid, lo, Min(batch_end, txns_start - 1), found);
+		match_frames(&map, items, &items[0]->pid, lo, Min(batch_end, txns_start - 1), found);
 	lo = Max(lo, txns_start);
 	if (have_batch && batch_end >= lo)
 	{
 		args[1] = Int64GetDatum(lo);
 		args[2] = Int64GetDatum(batch_end);
 		qs_exec(&span_txns_plan, args, NULL, 0);
-		match_hashes(items, n, lo, batch_end, found);
+		match_hashes(&map, items, lo, batch_end, found);
 	}
 
 	/* Unresolved: below the cursor is a no-op or a stale signal. */
@@ -416,7 +470,7 @@ ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
 			args[1] = Int64GetDatum(committed);
 			args[2] = Int64GetDatum(txns_start);
 			qs_exec(&below_txns_plan, args, NULL, 0);
-			match_hashes(items, n, txns_start, committed, below);
+			match_hashes(&map, items, txns_start, committed, below);
 			for (int k = 0; k < n; k++)
 			{
 				if (found[k] >= 0)
@@ -559,6 +613,7 @@ qs_ack(PG_FUNCTION_ARGS)
 			JsonbContainer *o = qs_json_container(v);
 			char		what[40];
 
+			CHECK_FOR_INTERRUPTS();
 			snprintf(what, sizeof(what), "acknowledgment %d", i);
 			if (o == NULL || !JsonContainerIsObject(o))
 				ereport(ERROR,

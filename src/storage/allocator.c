@@ -8,6 +8,8 @@
 #include "catalog/pg_type_d.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
 #include "utils/builtins.h"
 
 static QsPlan resolve_plan = {
@@ -122,11 +124,26 @@ static QsPlan txns_plan = {
  * row is locked first and the window probed; any hit writes nothing.
  * created_at is stamped after the row lock, so it is monotone in offsets.
  */
+static bytea *
+given_blob(void *arg)
+{
+	return (bytea *) arg;
+}
+
 void
 qs_append_segment(const pg_uuid_t *pid, int window, int count,
 				  const uint8 *hashes, bytea *blob, int64 verified,
 				  const bool *probe, QsAppendResult *res)
 {
+	qs_append_segment_lazy(pid, window, count, hashes, given_blob, blob, verified, probe, res);
+}
+
+void
+qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
+					   const uint8 *hashes, QsBlobBuilder build, void *arg,
+					   int64 verified, const bool *probe, QsAppendResult *res)
+{
+	bytea	   *blob;
 	Datum		args[5];
 	Datum		pidd = qs_uuid_datum(pid);
 	bytea	   *hb;
@@ -155,6 +172,7 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count,
 			return;
 	}
 
+	blob = build(arg);
 	args[0] = pidd;
 	args[1] = Int64GetDatum(count);
 	qs_exec(&bump_plan, args, NULL, 1);
@@ -177,8 +195,9 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count,
 	qs_exec(&segment_plan, args, NULL, 0);
 	args[4] = PointerGetDatum(hb);
 	qs_exec(&txns_plan, args, NULL, 0);
-	if (window > 0 && prev_last == res->base_offset - 1)
-		qs_dedup_record(pid, res->base_offset, count, hashes, res->created_at);
+	/* still under the row lock: the shared dedup cache learns the segment */
+	qs_dedup_record(pid, res->base_offset, count, hashes, res->created_at,
+					window > 0 && prev_last == res->base_offset - 1);
 }
 
 static QsPlan covering_plan = {
@@ -235,6 +254,53 @@ qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame)
 	frames = qs_segment_decode(DatumGetByteaPP(qs_col(0, 3, &isnull)), end - base + 1, pid, base);
 	*frame = frames[offset - base];
 	return true;
+}
+
+/*
+ * The message ids at `n` offsets sorted ascending, each covering segment
+ * decoded once and freed before the next: found[i] is false where
+ * retention removed the frame.
+ */
+void
+qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
+				pg_uuid_t *ids, bool *found)
+{
+	MemoryContext seg_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												  "queen_streams duplicate originals",
+												  ALLOCSET_DEFAULT_SIZES);
+	Datum		args[2];
+
+	args[0] = qs_uuid_datum(pid);
+	for (int i = 0; i < n;)
+	{
+		MemoryContext old;
+		int64		base,
+					end;
+		bool		isnull;
+		QsFrame    *frames;
+
+		CHECK_FOR_INTERRUPTS();
+		args[1] = Int64GetDatum(offsets[i]);
+		qs_exec(&covering_plan, args, NULL, 1);
+		if (SPI_processed != 1 || qs_col_int64(0, 2, -1) < offsets[i])
+		{
+			found[i++] = false;
+			continue;
+		}
+		base = qs_col_int64(0, 1, 0);
+		end = qs_col_int64(0, 2, 0);
+		old = MemoryContextSwitchTo(seg_cxt);
+		frames = qs_segment_decode(DatumGetByteaPP(qs_col(0, 3, &isnull)), end - base + 1, pid, base);
+		MemoryContextSwitchTo(old);
+		SPI_freetuptable(SPI_tuptable);
+		for (; i < n && offsets[i] <= end; i++)
+		{
+			memcpy(ids[i].data, frames[offsets[i] - base].id, UUID_LEN);
+			found[i] = true;
+		}
+		MemoryContextReset(seg_cxt);
+	}
+	MemoryContextDelete(seg_cxt);
 }
 
 /*

@@ -1,30 +1,47 @@
 /*
- * dedup.c: the push dedup probe (facts §2.5), backed by a per-backend cache
- * so that a push costs what it brings, not what the window holds.
+ * dedup.c: the push dedup probe (facts §2.5), answered from a cache in
+ * shared memory so that a push costs what it brings, not what the window
+ * holds, on every connection, with one copy of the hashes per server.
  *
- * Per partition the cache holds the hashes of every stored frame at offsets
- * up to `verified`, with their offset and segment time. The probe runs with
- * the partition row locked, when every offset up to last_offset is
- * committed and visible: it reads only the hash rows past `verified`
- * (written by other backends since this one last looked), then answers from
- * memory. A backend that has never seen the partition reads the whole
- * window once, which is exactly the uncached probe.
+ * The verdict is always the one reading the window of queen.log_txns would
+ * give. What makes that hold:
  *
- * The cache holds only what this backend has seen committed or written
- * itself: any abort after it changed the cache drops the whole cache (its
- * own rolled-back frames must not turn into false duplicates). It is capped
- * by queen_streams.dedup_cache_entries: past that, expired entries are
- * pruned, and if that is not enough the partition holding the most is
- * dropped from the cache and probed by reading its window on every push
- * (the uncached probe), so a window larger than the cache costs what it
- * did without one, never a rebuild per push.
+ * - Every probe and every record of a partition runs with its
+ *   log_partitions row locked (pushes to a partition serialise on it until
+ *   they commit, abort or are resolved after PREPARE), so a probing push
+ *   never meets another transaction's unfinished entries: whoever recorded
+ *   before it has committed or aborted by the time it holds the lock.
+ * - Each entry carries the (sub)transaction id that stored its frame. A
+ *   partition keeps the ids recorded since they were last settled; a probe
+ *   settles them first (its own open ones stay; committed ones are trusted
+ *   from then on; aborted ones go to the partition's aborted list, and
+ *   entries tagged with them are garbage). A rolled-back push, savepoint,
+ *   cycle or prepared transaction so never turns into a false duplicate.
+ * - Per partition the cache knows `verified` (every committed frame at an
+ *   offset up to it is cached, when created at or after `covered_since`).
+ *   A probe first reads only the hash rows past `verified` (frames stored
+ *   while the partition was not being recorded: dedup off, a restart, an
+ *   eviction). A window raised past `covered_since` rebuilds the partition.
+ * - When the cache is full, expired and aborted entries are pruned; if that
+ *   is not enough, the partition holding the most stops being cached and is
+ *   probed by reading its window (the uncached probe, always correct), as
+ *   is any partition when the library was not preloaded.
  */
 #include "storage/storage.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#define QS_DEDUP_PENDING 16
+#define QS_DEDUP_ABORTED 16
 
 typedef struct HashKey
 {
@@ -37,140 +54,254 @@ typedef struct HashEntry
 	HashKey		key;
 	int64		offset;			/* lowest offset holding this hash */
 	TimestampTz created_at;
+	TransactionId xid;			/* that stored it; Invalid once known committed */
+	bool		more;			/* another occurrence exists beyond `offset` */
+	TimestampTz older_at;		/* newest occurrence before `offset` that had
+								 * expired when replaced, or DT_NOBEGIN */
 } HashEntry;
 
 typedef struct PartEntry
 {
 	pg_uuid_t	pid;
-	int64		verified;		/* every frame at offsets <= this is cached */
+	int64		verified;		/* every committed frame at offsets <= this is cached */
+	TimestampTz covered_since;	/* ... when created at or after this */
 	int			window;			/* seconds, as last probed */
 	int64		entries;		/* hashes cached for it */
+	uint32		gen;			/* bumped whenever its entries are dropped */
 	bool		uncached;		/* its window outgrew the cache: read it each time */
+	int			npending;
+	TransactionId pending[QS_DEDUP_PENDING];	/* recorded, not yet settled */
+	int			naborted;
+	TransactionId aborted[QS_DEDUP_ABORTED];	/* settled as aborted */
 } PartEntry;
 
+typedef struct DedupShared
+{
+	LWLock	   *lock;
+	int64		max_entries;
+} DedupShared;
+
+static DedupShared *shared = NULL;
 static HTAB *hashes = NULL;
 static HTAB *parts = NULL;
-static MemoryContext dedup_cxt = NULL;
-static bool dirty = false;		/* changed by the current transaction */
-static bool callbacks = false;
+static int64 max_entries = 0;
+static int64 max_parts = 0;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static QsPlan newer_plan = {
-	"SELECT base_offset, created_at, hashes FROM queen.log_txns"
+	"SELECT base_offset, created_at, hashes, xmin FROM queen.log_txns"
 	" WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3",
 	3, {UUIDOID, INT8OID, TIMESTAMPTZOID}
 };
 
-static void
-dedup_reset(void)
+static Size
+dedup_shmem_size(void)
 {
-	if (dedup_cxt)
-		MemoryContextDelete(dedup_cxt);
-	dedup_cxt = NULL;
-	hashes = NULL;
-	parts = NULL;
+	return add_size(MAXALIGN(sizeof(DedupShared)),
+					add_size(hash_estimate_size(max_entries, sizeof(HashEntry)),
+							 hash_estimate_size(max_parts, sizeof(PartEntry))));
 }
 
 static void
-dedup_xact(XactEvent event, void *arg)
+dedup_shmem_request(void)
 {
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
-	{
-		if (dirty)
-			dedup_reset();
-		dirty = false;
-	}
-	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
-			 event == XACT_EVENT_PREPARE)
-		dirty = false;
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(dedup_shmem_size());
+	RequestNamedLWLockTranche("queen_streams dedup", 1);
 }
 
 static void
-dedup_subxact(SubXactEvent event, SubTransactionId mySubid,
-			  SubTransactionId parentSubid, void *arg)
+dedup_shmem_startup(void)
 {
-	/* a failed cycle rolls back its subtransaction, and its sink frames */
-	if (event == SUBXACT_EVENT_ABORT_SUB && dirty)
-		dedup_reset();
-}
-
-static void
-dedup_init(void)
-{
+	bool		found;
 	HASHCTL		ctl;
 
-	if (!callbacks)
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("queen_streams dedup", sizeof(DedupShared), &found);
+	if (!found)
 	{
-		RegisterXactCallback(dedup_xact, NULL);
-		RegisterSubXactCallback(dedup_subxact, NULL);
-		callbacks = true;
+		shared->lock = &(GetNamedLWLockTranche("queen_streams dedup"))->lock;
+		shared->max_entries = max_entries;
 	}
-	if (hashes)
-		return;
-	dedup_cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams dedup cache",
-									  ALLOCSET_DEFAULT_SIZES);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(HashKey);
 	ctl.entrysize = sizeof(HashEntry);
-	ctl.hcxt = dedup_cxt;
-	hashes = hash_create("queen_streams dedup hashes", 1024, &ctl,
-						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	hashes = ShmemInitHash("queen_streams dedup hashes", max_entries, max_entries, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(pg_uuid_t);
 	ctl.entrysize = sizeof(PartEntry);
-	ctl.hcxt = dedup_cxt;
-	parts = hash_create("queen_streams dedup partitions", 64, &ctl,
-						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	parts = ShmemInitHash("queen_streams dedup partitions", max_parts, max_parts, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	LWLockRelease(AddinShmemInitLock);
 }
 
-/* Forget every cached hash of one partition. */
+/*
+ * Called by _PG_init: reserve the cache when the library is preloaded
+ * (queen_streams.dedup_cache_entries sizes it). Without preload there is no
+ * cache and every probe reads the window.
+ */
+void
+qs_dedup_shmem_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	max_entries = Max(qs_dedup_cache_entries, 1024);
+	max_parts = Max(256, max_entries / 64);
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = dedup_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = dedup_shmem_startup;
+}
+
+static bool
+xid_in(const TransactionId *list, int n, TransactionId xid)
+{
+	for (int i = 0; i < n; i++)
+		if (TransactionIdEquals(list[i], xid))
+			return true;
+	return false;
+}
+
+/* An entry's frame is stored (committed, or this transaction's own). */
+static bool
+entry_valid(PartEntry *p, HashEntry *e)
+{
+	return !TransactionIdIsValid(e->xid) || !xid_in(p->aborted, p->naborted, e->xid);
+}
+
+/* Forget every cached hash of one partition (a scan of the whole cache). */
 static void
-drop_partition(PartEntry *victim)
+drop_partition(PartEntry *p)
+{
+	HASH_SEQ_STATUS seq;
+	HashEntry  *e;
+
+	if (p->entries > 0 || p->naborted > 0 || p->npending > 0)
+	{
+		hash_seq_init(&seq, hashes);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			if (memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0)
+				hash_search(hashes, &e->key, HASH_REMOVE, NULL);
+	}
+	p->entries = 0;
+	p->verified = -1;
+	p->covered_since = DT_NOEND;
+	p->npending = 0;
+	p->naborted = 0;
+	p->gen++;
+}
+
+/* Remove the entries of a partition's aborted transactions; empty the list. */
+static void
+purge_aborted(PartEntry *p)
 {
 	HASH_SEQ_STATUS seq;
 	HashEntry  *e;
 
 	hash_seq_init(&seq, hashes);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		if (memcmp(&e->key.pid, &victim->pid, sizeof(pg_uuid_t)) == 0)
+		if (memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0 && !entry_valid(p, e))
+		{
 			hash_search(hashes, &e->key, HASH_REMOVE, NULL);
-	victim->entries = 0;
-	victim->verified = -1;
+			p->entries--;
+		}
+	p->naborted = 0;
 }
 
 /*
- * Make room: drop entries older than their partition's window; if the
- * cache is still three-quarters full, stop caching the partition that
- * holds the most.
+ * Settle the transactions that recorded into a partition: with its row
+ * locked, each has committed or aborted, unless it is this transaction.
  */
 static void
-dedup_make_room(TimestampTz now)
+settle(PartEntry *p)
+{
+	int			keep = 0;
+
+	for (int i = 0; i < p->npending; i++)
+	{
+		TransactionId x = p->pending[i];
+
+		/*
+		 * Status no longer kept (the partition sat untouched that long):
+		 * start over from the table, which knows.
+		 */
+		if (TransactionIdPrecedes(x, ShmemVariableCache->oldestClogXid))
+		{
+			drop_partition(p);
+			return;
+		}
+		if (TransactionIdIsCurrentTransactionId(x))
+			p->pending[keep++] = x;
+		else if (!TransactionIdDidCommit(x))
+		{
+			if (p->naborted == QS_DEDUP_ABORTED)
+				purge_aborted(p);
+			p->aborted[p->naborted++] = x;
+		}
+	}
+	p->npending = keep;
+}
+
+static bool
+add_pending(PartEntry *p, TransactionId x)
+{
+	if (xid_in(p->pending, p->npending, x))
+		return true;
+	if (p->npending == QS_DEDUP_PENDING)
+		return false;
+	p->pending[p->npending++] = x;
+	return true;
+}
+
+/*
+ * Make room: drop expired and aborted entries and partitions with none;
+ * if the cache is still three-quarters full, stop caching the partition
+ * that holds the most.
+ */
+static void
+make_room(TimestampTz now)
 {
 	HASH_SEQ_STATUS seq;
 	HashEntry  *e;
 	PartEntry  *p;
-	PartEntry  *victim = NULL;
 
-	if (hash_get_num_entries(hashes) < qs_dedup_cache_entries)
-		return;
 	hash_seq_init(&seq, hashes);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
 		p = hash_search(parts, &e->key.pid, HASH_FIND, NULL);
-		if (p == NULL || e->created_at < now - (TimestampTz) p->window * USECS_PER_SEC)
+		if (p == NULL || e->created_at < now - (TimestampTz) p->window * USECS_PER_SEC ||
+			!entry_valid(p, e))
 		{
 			if (p)
 				p->entries--;
 			hash_search(hashes, &e->key, HASH_REMOVE, NULL);
 		}
 	}
-	while (hash_get_num_entries(hashes) >= qs_dedup_cache_entries * 3 / 4)
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
 	{
-		victim = NULL;
+		TimestampTz since = now - (TimestampTz) p->window * USECS_PER_SEC;
+
+		p->naborted = 0;
+		if (p->covered_since < since)
+			p->covered_since = since;
+	}
+	while (hash_get_num_entries(hashes) >= max_entries * 3 / 4)
+	{
+		PartEntry  *victim = NULL;
+
 		hash_seq_init(&seq, parts);
 		while ((p = hash_seq_search(&seq)) != NULL)
 			if (!p->uncached && (victim == NULL || p->entries > victim->entries))
 				victim = p;
-		if (victim == NULL)
+		if (victim == NULL || victim->entries == 0)
 			break;
 		drop_partition(victim);
 		victim->uncached = true;
@@ -179,26 +310,52 @@ dedup_make_room(TimestampTz now)
 
 /*
  * Keep the lowest offset of a hash within the window (the original of any
- * later duplicate); an occurrence older than `since` gives way to a newer one.
+ * later duplicate); an occurrence that no longer counts gives way. False
+ * when the cache has no room left.
  */
-static void
+static bool
 remember(PartEntry *p, const uint8 *h, int64 offset, TimestampTz created_at,
-		 TimestampTz since)
+		 TimestampTz since, TransactionId xid, TimestampTz now)
 {
 	HashKey		key;
 	HashEntry  *e;
 	bool		found;
 
+	if (qs_dedup_partition_entries > 0 && p->entries >= qs_dedup_partition_entries)
+		return false;
+	memset(&key, 0, sizeof(key));
 	key.pid = p->pid;
 	memcpy(key.hash, h, QS_HASH_LEN);
-	e = hash_search(hashes, &key, HASH_ENTER, &found);
-	if (!found)
-		p->entries++;
-	if (!found || e->created_at < since || offset < e->offset)
+	e = hash_search(hashes, &key, HASH_ENTER_NULL, &found);
+	if (e == NULL)
 	{
-		e->offset = offset;
-		e->created_at = created_at;
+		make_room(now);
+		if (p->uncached)
+			return false;
+		e = hash_search(hashes, &key, HASH_ENTER_NULL, &found);
+		if (e == NULL)
+			return false;
 	}
+	if (!found)
+	{
+		p->entries++;
+		e->more = false;
+		e->older_at = DT_NOBEGIN;
+	}
+	else if (entry_valid(p, e) && e->created_at >= since)
+	{
+		if (offset == e->offset)
+			return true;
+		e->more = true;
+		if (offset > e->offset)
+			return true;
+	}
+	else if (entry_valid(p, e) && offset > e->offset && e->created_at > e->older_at)
+		e->older_at = e->created_at;	/* a raised window may bring it back */
+	e->offset = offset;
+	e->created_at = created_at;
+	e->xid = xid;
+	return true;
 }
 
 static void
@@ -227,6 +384,7 @@ probe_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
 	int64	   *first = palloc(sizeof(int64) * count);
 	Datum		args[3];
 
+	res->ndups = 0;
 	while (size < count * 2)
 		size <<= 1;
 	slot = palloc0(sizeof(int) * size);
@@ -255,6 +413,7 @@ probe_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
 		const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
 		int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
 
+		CHECK_FOR_INTERRUPTS();
 		for (int k = 0; k < n; k++)
 		{
 			uint32		h;
@@ -279,6 +438,51 @@ probe_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
 }
 
 /*
+ * Find or add the partition, settled; NULL when the cache cannot hold it
+ * (no cache, no room, or its window outgrew the cache). Lock held.
+ */
+static PartEntry *
+get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz since,
+			  TimestampTz now)
+{
+	PartEntry  *p;
+	bool		found;
+
+	p = hash_search(parts, pid, HASH_ENTER_NULL, &found);
+	if (p == NULL)
+	{
+		make_room(now);
+		p = hash_search(parts, pid, HASH_ENTER_NULL, &found);
+		if (p == NULL)
+			return NULL;
+	}
+	if (!found)
+	{
+		p->entries = 0;
+		p->gen = 0;
+		p->uncached = false;
+		p->npending = 0;
+		p->naborted = 0;
+		p->verified = -1;
+		p->covered_since = DT_NOEND;
+	}
+	p->window = window;
+	if (p->uncached)
+		return NULL;
+	settle(p);
+	/* a recorder rolled back: its offsets were never stored */
+	if (p->verified > last_offset)
+		p->verified = last_offset;
+	/* a window raised past what is covered (or a new partition): start over */
+	if (since < p->covered_since)
+	{
+		drop_partition(p);
+		p->covered_since = since;
+	}
+	return p;
+}
+
+/*
  * Probe `count` incoming hashes (those flagged in `probe`, or all) against
  * the partition's window. Called with the partition row locked; last_offset
  * is its allocator value then. Duplicates go into *res.
@@ -290,63 +494,82 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 {
 	TimestampTz since = now - (TimestampTz) window * USECS_PER_SEC;
 	PartEntry  *p;
-	bool		found;
 	int64		floor = Max(verified, txns_start - 1);
 	bool		any = (probe == NULL);
+	bool		recheck = false;
 
 	/* nothing that can repeat (fresh ids only): no reading at all */
 	for (int i = 0; i < count && !any; i++)
 		any = probe[i];
-	if (!any)
-		return;
 
-	dedup_init();
-	dedup_make_room(now);
-	p = hash_search(parts, pid, HASH_ENTER, &found);
-	if (!found)
+	if (shared == NULL)
 	{
-		p->verified = -1;
-		p->entries = 0;
-		p->uncached = false;
-	}
-	p->window = window;
-	if (p->uncached)
-	{
-		probe_window(pid, floor, since, count, in, probe, res);
+		if (any)
+			probe_window(pid, floor, since, count, in, probe, res);
 		return;
 	}
 
-	/* catch up with what others stored since this backend last looked */
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	p = get_partition(pid, window, last_offset, since, now);
+	if (p == NULL || !any)
+	{
+		LWLockRelease(shared->lock);
+		if (p == NULL && any)
+			probe_window(pid, floor, since, count, in, probe, res);
+		return;
+	}
+
+	/* catch up with what was stored while this partition was not recorded */
 	if (p->verified < last_offset)
 	{
 		Datum		args[3];
+		uint32		gen = p->gen;
+		bool		ok = true;
 
+		LWLockRelease(shared->lock);
 		args[0] = qs_uuid_datum(pid);
 		args[1] = Int64GetDatum(Max(p->verified, txns_start - 1));
 		args[2] = TimestampTzGetDatum(since);
 		qs_exec(&newer_plan, args, NULL, 0);
-		dirty = true;
-		for (uint64 r = 0; r < SPI_processed; r++)
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		p = hash_search(parts, pid, HASH_FIND, NULL);
+		if (p == NULL || p->gen != gen || p->uncached)
+			ok = false;
+		for (uint64 r = 0; ok && r < SPI_processed; r++)
 		{
 			int64		base = qs_col_int64(r, 1, 0);
 			bool		isnull;
 			TimestampTz created = DatumGetTimestampTz(qs_col(r, 2, &isnull));
 			bytea	   *stored = DatumGetByteaPP(qs_col(r, 3, &isnull));
+			TransactionId xmin = DatumGetTransactionId(qs_col(r, 4, &isnull));
 			const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
 			int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
+			TransactionId tag = InvalidTransactionId;
 
-			for (int k = 0; k < n; k++)
-				remember(p, sh + k * QS_HASH_LEN, base + k, created, since);
+			/* a row visible here is committed, or this transaction's own */
+			if (TransactionIdIsCurrentTransactionId(xmin))
+			{
+				tag = xmin;
+				ok = add_pending(p, xmin);
+			}
+			for (int k = 0; ok && k < n; k++)
+				ok = remember(p, sh + k * QS_HASH_LEN, base + k, created, since, tag, now);
 		}
-		p->verified = last_offset;
-		if (hash_get_num_entries(hashes) >= qs_dedup_cache_entries)
+		if (!ok)
 		{
-			/* this window alone outgrows the cache: stop caching it */
-			drop_partition(p);
-			p->uncached = true;
+			if (p && p->gen == gen && !p->uncached)
+			{
+				drop_partition(p);
+				p->uncached = true;
+			}
+			LWLockRelease(shared->lock);
 			probe_window(pid, floor, since, count, in, probe, res);
 			return;
 		}
+		p->verified = last_offset;
+		/* the rows read were this window's: older ones may be missing now */
+		if (p->covered_since < since)
+			p->covered_since = since;
 	}
 
 	for (int i = 0; i < count; i++)
@@ -356,33 +579,76 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 
 		if (probe && !probe[i])
 			continue;
+		memset(&key, 0, sizeof(key));
 		key.pid = *pid;
 		memcpy(key.hash, in + i * QS_HASH_LEN, QS_HASH_LEN);
 		e = hash_search(hashes, &key, HASH_FIND, NULL);
-		if (e == NULL || e->created_at < since || e->offset <= floor)
+		if (e == NULL)
 			continue;
+		if (!entry_valid(p, e) || e->created_at < since || e->offset <= floor)
+		{
+			/* the occurrence cached no longer counts; a later one may */
+			if (e->more)
+				recheck = true;
+			continue;
+		}
+		/* an older occurrence back inside a raised window is the original */
+		if (e->older_at >= since)
+			recheck = true;
+		if (TransactionIdIsValid(e->xid) && !xid_in(p->pending, p->npending, e->xid))
+			e->xid = InvalidTransactionId;	/* settled as committed */
 		add_dup(res, count, i, e->offset);
+	}
+	LWLockRelease(shared->lock);
+	if (recheck)
+	{
+		probe_window(pid, floor, since, count, in, probe, res);
+		return;
 	}
 	res->duplicate = res->ndups > 0;
 }
 
 /*
- * A segment was appended at `base` with the row still locked: its hashes
- * join the cache, which stays complete if it was complete up to base - 1.
+ * A segment was appended at `base` with the row still locked. With dedup
+ * on, its hashes join the cache, which stays complete if it was complete
+ * up to base - 1; with dedup off, the cache just stops claiming anything
+ * from base on.
  */
 void
 qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
-				TimestampTz created_at)
+				TimestampTz created_at, bool dedup_on)
 {
 	PartEntry  *p;
+	TransactionId xid;
+	TimestampTz since;
+	bool		ok = true;
 
-	if (parts == NULL ||
-		(p = hash_search(parts, pid, HASH_FIND, NULL)) == NULL ||
-		p->uncached || p->verified != base - 1)
+	if (shared == NULL)
 		return;
-	dirty = true;
-	for (int i = 0; i < count; i++)
-		remember(p, in + i * QS_HASH_LEN, base + i, created_at,
-				 created_at - (TimestampTz) p->window * USECS_PER_SEC);
-	p->verified = base + count - 1;
+	xid = dedup_on ? GetCurrentTransactionId() : InvalidTransactionId;
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	p = hash_search(parts, pid, HASH_FIND, NULL);
+	if (p == NULL || p->uncached)
+	{
+		LWLockRelease(shared->lock);
+		return;
+	}
+	if (p->verified > base - 1)
+		p->verified = base - 1;
+	if (!dedup_on || p->verified != base - 1 || !add_pending(p, xid))
+	{
+		LWLockRelease(shared->lock);
+		return;
+	}
+	since = created_at - (TimestampTz) p->window * USECS_PER_SEC;
+	for (int i = 0; ok && i < count; i++)
+		ok = remember(p, in + i * QS_HASH_LEN, base + i, created_at, since, xid, created_at);
+	if (ok)
+		p->verified = base + count - 1;
+	else if (!p->uncached)
+	{
+		drop_partition(p);
+		p->uncached = true;
+	}
+	LWLockRelease(shared->lock);
 }

@@ -7,7 +7,10 @@
 #include "storage/storage.h"
 
 
+#include "common/hashfn.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 
 static int
 group_cmp_pid(const void *a, const void *b)
@@ -18,122 +21,321 @@ group_cmp_pid(const void *a, const void *b)
 	return memcmp(ga->part.pid.data, gb->part.pid.data, UUID_LEN);
 }
 
-/* Pack the still-pending items of a group, append, record the verdict. */
-static void
-append_group(QsPushGroup *g, QsPushItem *items)
+/* Group lookup by (queue, partition): the key holds pointers into the items. */
+typedef struct GroupKey
 {
+	const char *queue;
+	const char *partition;
+} GroupKey;
+
+typedef struct GroupEnt
+{
+	GroupKey	key;
+	int			g;
+} GroupEnt;
+
+static uint32
+group_key_hash(const void *key, Size keysize)
+{
+	const GroupKey *k = key;
+
+	return hash_combine(hash_bytes((const unsigned char *) k->queue, strlen(k->queue)),
+						hash_bytes((const unsigned char *) k->partition, strlen(k->partition)));
+}
+
+static int
+group_key_match(const void *a, const void *b, Size keysize)
+{
+	const GroupKey *x = a;
+	const GroupKey *y = b;
+
+	return strcmp(x->queue, y->queue) != 0 || strcmp(x->partition, y->partition) != 0;
+}
+
+/* In-request duplicates: client transaction ids by (group, hash). */
+typedef struct TxnKey
+{
+	int			g;
+	uint8		hash[QS_HASH_LEN];
+} TxnKey;
+
+typedef struct TxnEnt
+{
+	TxnKey		key;
+	int			leader;
+} TxnEnt;
+
+/*
+ * Answer each duplicate with its original's message id, decoding each
+ * original segment once: the duplicates are sorted by original offset and
+ * each covering segment serves every duplicate it holds.
+ */
+typedef struct DupRef
+{
+	int64		off;
+	int			item;
+} DupRef;
+
+static int
+dupref_cmp(const void *a, const void *b)
+{
+	const DupRef *x = a;
+	const DupRef *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
+}
+
+static void
+resolve_dup_ids(QsPushGroup *g, QsPushItem *items, DupRef *refs, int n)
+{
+	int64	   *offs = palloc(sizeof(int64) * n);
+	pg_uuid_t  *ids = palloc(sizeof(pg_uuid_t) * n);
+	bool	   *found = palloc(sizeof(bool) * n);
+
+	qsort(refs, n, sizeof(DupRef), dupref_cmp);
+	for (int d = 0; d < n; d++)
+		offs[d] = refs[d].off;
+	qs_frame_ids_at(&g->part.pid, offs, n, ids, found);
+	for (int d = 0; d < n; d++)
+	{
+		QsPushItem *it = &items[refs[d].item];
+
+		it->result_id = found[d] ? ids[d] : it->id;
+	}
+	pfree(offs);
+	pfree(ids);
+	pfree(found);
+}
+
+/* Pack the still-pending members of a group (the blob builder of an append). */
+typedef struct PackArg
+{
+	QsPushItem *items;
+	int		   *member;
+	int			n;
+} PackArg;
+
+static bytea *
+pack_members(void *arg)
+{
+	PackArg    *pa = arg;
 	StringInfoData raw;
-	uint8	   *hashes = palloc(g->nitems * QS_HASH_LEN);
-	bool	   *probe = palloc(g->nitems * sizeof(bool));
-	int		   *member = palloc(g->nitems * sizeof(int));
-	int			n = 0;
-	QsAppendResult res;
 	bytea	   *blob;
 
 	initStringInfo(&raw);
+	for (int i = 0; i < pa->n; i++)
+	{
+		QsPushItem *it = &pa->items[pa->member[i]];
+
+		CHECK_FOR_INTERRUPTS();
+		qs_frame_append(&raw, it->flags, &it->id, it->has_trace ? &it->trace : NULL,
+						it->txn, it->txn_len, it->psub, it->psub_len,
+						it->payload, it->payload_len);
+	}
+	blob = qs_segment_compress(raw.data, raw.len);
+	pfree(raw.data);
+	return blob;
+}
+
+/*
+ * Append the still-pending items of a group and record the verdict. The
+ * segment is packed only once the probe found no duplicate. With `repack`,
+ * duplicates are set aside and the fresh items appended again, so a group
+ * stores every fresh item; without it, a duplicate group writes nothing.
+ * Returns true when something remains to append.
+ */
+static bool
+append_group(QsPushGroup *g, QsPushItem *items, bool repack)
+{
+	uint8	   *hashes = palloc(Max(g->nitems, 1) * QS_HASH_LEN);
+	bool	   *probe = palloc(Max(g->nitems, 1) * sizeof(bool));
+	int		   *member = palloc(Max(g->nitems, 1) * sizeof(int));
+	int		   *pos = palloc(Max(g->nitems, 1) * sizeof(int));
+	int			n = 0;
+	QsAppendResult res;
+	PackArg		pa;
+	DupRef	   *refs;
+
 	for (int k = 0; k < g->nitems; k++)
 	{
 		QsPushItem *it = &items[g->items[k]];
 
 		if (it->status != QS_PUSH_PENDING)
 			continue;
-		qs_frame_append(&raw, it->flags, &it->id, it->has_trace ? &it->trace : NULL,
-						it->txn, it->txn_len, it->psub, it->psub_len,
-						it->payload, it->payload_len);
-		qs_txn_hash(it->txn, it->txn_len, hashes + n * QS_HASH_LEN);
+		memcpy(hashes + n * QS_HASH_LEN, it->hash, QS_HASH_LEN);
 		/* A fresh UUIDv7 as transaction id cannot repeat: no need to probe it. */
 		probe[n] = it->txn_given;
 		member[n] = g->items[k];
+		pos[n] = k;
 		n++;
 	}
-	g->duplicate = false;
-	g->ndups = 0;
 	if (n == 0)
-		return;
+		return false;
 
-	blob = qs_segment_compress(raw.data, raw.len);
-	qs_append_segment(&g->part.pid, g->part.window, n, hashes, blob, -1, probe, &res);
-	g->duplicate = res.duplicate;
-	g->ndups = res.ndups;
-	g->dup_idx = res.dup_idx;
-	g->dup_off = res.dup_off;
+	pa.items = items;
+	pa.member = member;
+	pa.n = n;
+	qs_append_segment_lazy(&g->part.pid, g->part.window, n, hashes, pack_members, &pa,
+						   -1, probe, &res);
 	if (!res.duplicate)
 	{
+		g->stored = true;
 		g->base_offset = res.base_offset;
 		g->created_at = res.created_at;
+		g->nqueued += n;
 		for (int i = 0; i < n; i++)
 		{
 			items[member[i]].status = QS_PUSH_QUEUED;
 			items[member[i]].result_id = items[member[i]].id;
 		}
-		return;
+		return false;
 	}
+
+	/* the duplicates, by their position among the group's items */
+	if (g->ndups == 0)
+	{
+		g->dup_idx = palloc(sizeof(int) * g->nitems);
+		g->dup_off = palloc(sizeof(int64) * g->nitems);
+	}
+	refs = palloc(sizeof(DupRef) * res.ndups);
 	for (int d = 0; d < res.ndups; d++)
 	{
-		QsPushItem *it = &items[member[res.dup_idx[d]]];
-		QsFrame		orig;
+		int			i = res.dup_idx[d];
 
-		it->status = QS_PUSH_DUPLICATE;
-		if (qs_frame_at(&g->part.pid, res.dup_off[d], &orig))
-			memcpy(it->result_id.data, orig.id, UUID_LEN);
-		else
-			it->result_id = it->id;
+		CHECK_FOR_INTERRUPTS();
+		items[member[i]].status = QS_PUSH_DUPLICATE;
+		g->dup_idx[g->ndups] = pos[i];
+		g->dup_off[g->ndups] = res.dup_off[d];
+		g->ndups++;
+		refs[d].off = res.dup_off[d];
+		refs[d].item = member[i];
 	}
+	resolve_dup_ids(g, items, refs, res.ndups);
+	pfree(refs);
+	pfree(hashes);
+	pfree(probe);
+	pfree(member);
+	pfree(pos);
+	if (!repack)
+	{
+		/* the fresh items beside a duplicate are not written either */
+		for (int k = 0; k < g->nitems; k++)
+			if (items[g->items[k]].status == QS_PUSH_PENDING)
+				items[g->items[k]].status = QS_PUSH_DUPLICATE;
+		return false;
+	}
+	return n > res.ndups;
 }
 
 /*
  * Group, resolve (auto-creating under the tenant) and append. With `repack`
- * (the push route) the frames left after a duplicate verdict are packed
- * again until they land; without it (the cycle) a duplicate segment is
- * reported as such and writes nothing, as log_push_one_v1 does.
+ * the frames left after a duplicate verdict are packed again and land: a
+ * group stores its fresh items and reports its duplicates. Without it a
+ * duplicate segment writes nothing, as log_push_one_v1 does.
+ *
+ * Linear in the items: groups and in-request duplicates are found through
+ * hash tables; only client transaction ids are compared (a server-minted
+ * UUIDv7 cannot repeat).
  */
 QsPushGroup *
 qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 			  bool repack, int *ngroups)
 {
-	QsPushGroup *groups = palloc0(sizeof(QsPushGroup) * Max(nitems, 1));
+	int			cap = 8;
+	QsPushGroup *groups = palloc0(sizeof(QsPushGroup) * cap);
 	QsPushGroup **order;
 	int			ng = 0;
+	HASHCTL		ctl;
+	HTAB	   *gtab;
+	HTAB	   *ttab = NULL;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(GroupKey);
+	ctl.entrysize = sizeof(GroupEnt);
+	ctl.hash = group_key_hash;
+	ctl.match = group_key_match;
+	ctl.hcxt = CurrentMemoryContext;
+	gtab = hash_create("queen_streams push groups", 16, &ctl,
+					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 
 	/* Group in first-seen order; the leader of a repeated txn wins. */
 	for (int i = 0; i < nitems; i++)
 	{
 		QsPushItem *it = &items[i];
+		GroupKey	gk;
+		GroupEnt   *ge;
+		QsPushGroup *grp;
+		bool		found;
 		int			g;
 
-		for (g = 0; g < ng; g++)
-			if (strcmp(groups[g].queue, it->queue) == 0 &&
-				strcmp(groups[g].partition, it->partition) == 0)
-				break;
-		if (g == ng)
+		CHECK_FOR_INTERRUPTS();
+		gk.queue = it->queue;
+		gk.partition = it->partition;
+		ge = hash_search(gtab, &gk, HASH_ENTER, &found);
+		if (!found)
 		{
-			groups[g].queue = it->queue;
-			groups[g].partition = it->partition;
-			groups[g].items = palloc(sizeof(int) * nitems);
+			if (ng == cap)
+			{
+				cap *= 2;
+				groups = repalloc(groups, sizeof(QsPushGroup) * cap);
+				memset(groups + ng, 0, sizeof(QsPushGroup) * (cap - ng));
+			}
+			ge->g = ng;
+			groups[ng].queue = it->queue;
+			groups[ng].partition = it->partition;
+			groups[ng].cap = 8;
+			groups[ng].items = palloc(sizeof(int) * groups[ng].cap);
 			ng++;
 		}
+		g = ge->g;
+		grp = &groups[g];
 		it->group = g;
 		it->status = QS_PUSH_PENDING;
 		it->leader = -1;
-		for (int k = 0; k < groups[g].nitems; k++)
+		qs_txn_hash(it->txn, it->txn_len, it->hash);
+		if (it->txn_given)
 		{
-			QsPushItem *lead = &items[groups[g].items[k]];
+			TxnKey		tk;
+			TxnEnt	   *te;
 
-			if (lead->status == QS_PUSH_PENDING && lead->txn_len == it->txn_len &&
-				memcmp(lead->txn, it->txn, it->txn_len) == 0)
+			if (ttab == NULL)
+			{
+				memset(&ctl, 0, sizeof(ctl));
+				ctl.keysize = sizeof(TxnKey);
+				ctl.entrysize = sizeof(TxnEnt);
+				ctl.hcxt = CurrentMemoryContext;
+				ttab = hash_create("queen_streams push txns", 256, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+			}
+			memset(&tk, 0, sizeof(tk));
+			tk.g = g;
+			memcpy(tk.hash, it->hash, QS_HASH_LEN);
+			te = hash_search(ttab, &tk, HASH_ENTER, &found);
+			if (found)
 			{
 				it->status = QS_PUSH_DUPLICATE;
-				it->result_id = lead->id;
-				it->leader = groups[g].items[k];
-				break;
+				it->result_id = items[te->leader].id;
+				it->leader = te->leader;
+				continue;
 			}
+			te->leader = i;
 		}
-		if (it->status == QS_PUSH_PENDING)
-			groups[g].items[groups[g].nitems++] = i;
+		if (grp->nitems == grp->cap)
+		{
+			grp->cap *= 2;
+			grp->items = repalloc(grp->items, sizeof(int) * grp->cap);
+		}
+		grp->items[grp->nitems++] = i;
 	}
+	hash_destroy(gtab);
+	if (ttab)
+		hash_destroy(ttab);
 
 	for (int g = 0; g < ng; g++)
+	{
+		CHECK_FOR_INTERRUPTS();
 		qs_partition_resolve(tenant, groups[g].queue, groups[g].partition, true, &groups[g].part);
+	}
 
 	/* Envelope payloads of queues that ask for it (the tenant's own queue row). */
 	for (int g = 0; g < ng; g++)
@@ -146,6 +348,7 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 			char	   *env;
 			int			envlen;
 
+			CHECK_FOR_INTERRUPTS();
 			if (qs_encrypt_payload(it->queue, it->payload, it->payload_len, &env, &envlen))
 			{
 				it->payload = env;
@@ -164,9 +367,10 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 
 	for (int g = 0; g < ng; g++)
 	{
-		append_group(order[g], items);
-		while (repack && order[g]->duplicate)
-			append_group(order[g], items);
+		/* a second round finds no duplicate: the probe reports them all at once */
+		while (append_group(order[g], items, repack))
+			;
+		order[g]->duplicate = !order[g]->stored && order[g]->ndups > 0;
 	}
 
 	/*
@@ -176,11 +380,13 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 	for (int i = 0; i < nitems; i++)
 		if (items[i].leader >= 0 && items[items[i].leader].status != QS_PUSH_PENDING)
 			items[i].result_id = items[items[i].leader].result_id;
-	/* counted, and parked long-poll pops woken, when this commits */
 	for (int i = 0; i < nitems; i++)
-		if (items[i].status == QS_PUSH_QUEUED)
-			if (qs_pushed_hook)
-				qs_pushed_hook(tenant, items[i].queue, 1);
+		items[i].pid = groups[items[i].group].part.pid;
+	/* counted, and parked long-poll pops woken, when this commits */
+	if (qs_pushed_hook)
+		for (int g = 0; g < ng; g++)
+			if (groups[g].nqueued > 0)
+				qs_pushed_hook(tenant, groups[g].queue, groups[g].nqueued);
 	*ngroups = ng;
 	return groups;
 }
@@ -237,7 +443,6 @@ qs_push(PG_FUNCTION_ARGS)
 	QsPushItem *items;
 	int			n;
 	int			ng;
-	QsPushGroup *groups;
 	char	   *psub = NULL;
 	QsJson		j;
 
@@ -266,6 +471,7 @@ qs_push(PG_FUNCTION_ARGS)
 		JsonbValue	pv;
 		char		what[32];
 
+		CHECK_FOR_INTERRUPTS();
 		snprintf(what, sizeof(what), "item %d", i);
 		if (o == NULL || !JsonContainerIsObject(o))
 			ereport(ERROR,
@@ -293,17 +499,19 @@ qs_push(PG_FUNCTION_ARGS)
 
 	qsj_init(&j);
 	qs_spi_connect();
-	groups = qs_push_items(&tenant, items, n, true, &ng);
+	/* the groups live in SPI memory: the answer reads only the items */
+	(void) qs_push_items(&tenant, items, n, true, &ng);
 	qs_spi_finish();
 
 	qsj_array(&j, NULL);
 	for (int i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		qsj_object(&j, NULL);
 		qsj_int(&j, "index", i);
 		qsj_uuid(&j, "message_id", &items[i].result_id);
 		qsj_strn(&j, "transaction_id", items[i].txn, items[i].txn_len);
-		qsj_uuid(&j, "partition_id", &groups[items[i].group].part.pid);
+		qsj_uuid(&j, "partition_id", &items[i].pid);
 		if (items[i].has_trace)
 			qsj_uuid(&j, "trace_id", &items[i].trace);
 		else

@@ -70,7 +70,14 @@ typedef struct QsAppendResult
 extern void qs_append_segment(const pg_uuid_t *pid, int window, int count,
 							  const uint8 *hashes, bytea *blob, int64 verified,
 							  const bool *probe, QsAppendResult *res);
+/* the same, packing the segment only once the probe found no duplicate */
+typedef bytea *(*QsBlobBuilder) (void *arg);
+extern void qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
+								   const uint8 *hashes, QsBlobBuilder build, void *arg,
+								   int64 verified, const bool *probe, QsAppendResult *res);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
+extern void qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
+							pg_uuid_t *ids, bool *found);
 extern bool qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end);
 
 /* dedup.c: the dedup probe over a per-backend cache of stored hashes */
@@ -79,7 +86,8 @@ extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,
 						   const uint8 *hashes, const bool *probe, TimestampTz now,
 						   QsAppendResult *res);
 extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
-							const uint8 *hashes, TimestampTz created_at);
+							const uint8 *hashes, TimestampTz created_at, bool dedup_on);
+extern void qs_dedup_shmem_init(void);
 
 /*
  * ack.c: the one parser of an ack status, used by queen.ack, the cycle's
@@ -120,9 +128,11 @@ typedef struct QsPushItem
 	const char *psub;
 	int			psub_len;
 	uint8		flags;			/* QS_FLAG_ENCRYPTED once enveloped */
+	uint8		hash[QS_HASH_LEN];	/* of txn, set when grouped */
 	/* results */
 	QsPushStatus status;
 	pg_uuid_t	result_id;		/* for a duplicate: the original's id */
+	pg_uuid_t	pid;			/* its partition (the groups live in SPI memory) */
 	int			group;
 	int			leader;			/* intra-request duplicate: index of the first, else -1 */
 } QsPushItem;
@@ -134,13 +144,16 @@ typedef struct QsPushGroup
 	QsPartition part;
 	int		   *items;
 	int			nitems;
-	/* result of the (last) append */
-	bool		duplicate;
-	int64		base_offset;
+	int			cap;
+	/* results */
+	bool		stored;			/* a segment of its fresh items was appended */
+	bool		duplicate;		/* nothing stored: every item was a duplicate */
+	int64		base_offset;	/* of the stored segment */
 	TimestampTz created_at;
+	int			nqueued;
 	int			ndups;
-	int		   *dup_idx;
-	int64	   *dup_off;
+	int		   *dup_idx;		/* position among the group's items */
+	int64	   *dup_off;		/* offset of the original */
 } QsPushGroup;
 
 extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what);

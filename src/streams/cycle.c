@@ -211,7 +211,8 @@ push_sinks(CycleReq *r, CycleOut *out)
 	qsj_array(j, "push_results");
 	if (m > 0)
 	{
-		groups = qs_push_items(&r->tenant, items, m, false, &ng);
+		/* a sink group stores its fresh items and reports its duplicates */
+		groups = qs_push_items(&r->tenant, items, m, true, &ng);
 		for (int g = 0; g < ng; g++)
 		{
 			QsPushGroup *pg = &groups[g];
@@ -220,9 +221,14 @@ push_sinks(CycleReq *r, CycleOut *out)
 			qsj_str(j, "queue", pg->queue);
 			qsj_str(j, "partition", pg->partition);
 			qsj_int(j, "count", pg->nitems);
-			if (pg->duplicate)
+			qsj_str(j, "status", pg->stored ? "queued" : "duplicate");
+			if (pg->stored)
 			{
-				qsj_str(j, "status", "duplicate");
+				qsj_int(j, "baseOffset", pg->base_offset);
+				qsj_time(j, "createdAt", pg->created_at);
+			}
+			if (pg->ndups > 0)
+			{
 				qsj_array(j, "dups");
 				for (int d = 0; d < pg->ndups; d++)
 				{
@@ -232,12 +238,6 @@ push_sinks(CycleReq *r, CycleOut *out)
 					qsj_end_object(j);
 				}
 				qsj_end_array(j);
-			}
-			else
-			{
-				qsj_str(j, "status", "queued");
-				qsj_int(j, "baseOffset", pg->base_offset);
-				qsj_time(j, "createdAt", pg->created_at);
 			}
 			qsj_end_object(j);
 		}

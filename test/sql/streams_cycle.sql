@@ -241,9 +241,9 @@ SELECT * FROM pg_temp.popped(queen.pop('cyc_sink', 'p2', batch => 20));
 -- The next push to the same partition continues its offsets.
 SELECT push_results FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :'pid',
   'push_items', '[{"queue":"cyc_sink","payload":{"n":13}},{"queue":"cyc_sink","payload":{"n":14}}]'::jsonb));
--- A given transactionId already on the partition: the segment is reported
--- as a duplicate and writes nothing (facts 6.3, as log_push_one_v1 does;
--- not an error). This includes the fresh item packed beside it.
+-- A given transactionId already on the partition is reported as a
+-- duplicate (not an error) with its original's offset; alone it writes
+-- nothing, and a fresh item beside it is still stored (one new segment).
 SELECT pg_temp.nsegs() AS segs_before \gset
 SELECT push_results FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :'pid',
   'push_items', '[{"queue":"cyc_sink","payload":{"again":3},"transactionId":"tx-3"}]'::jsonb));
@@ -589,5 +589,18 @@ SELECT c.success, c.push_results, c.ack_result
        'push_items', '[{"queue":"cyc_eo_sink","payload":{"gate":1}}]'::jsonb,
        'ack', jsonb_build_object('leaseId', :'lease2', 'count', 0))) c;
 SELECT * FROM pg_temp.segs('cyc_eo_sink');
+
+-- A sink group mixing fresh and duplicate items, with the source ack: the
+-- fresh items are stored, the duplicate is reported with its original's
+-- offset, and the ack (of lease2, still held) commits in the same transaction.
+SELECT queen.push('{"items":[{"queue":"cyc_mix","transactionId":"mix-1","payload":{"old":1}}]}')->0->>'status' AS original;
+SELECT c.success, c.push_results, c.ack_result
+  FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :'pid',
+       'push_items', '[{"queue":"cyc_mix","transactionId":"mix-0","payload":{"fresh":0}},
+                       {"queue":"cyc_mix","transactionId":"mix-1","payload":{"again":1}},
+                       {"queue":"cyc_mix","payload":{"fresh":2}}]'::jsonb,
+       'ack', jsonb_build_object('leaseId', :'lease2', 'count', 1))) c;
+SELECT * FROM pg_temp.segs('cyc_mix');
+SELECT committed, lease FROM pg_temp.cur(:'pid', :'lease2');
 
 DROP EXTENSION queen_streams CASCADE;
