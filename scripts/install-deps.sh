@@ -24,8 +24,8 @@ PACKAGES=(
 	libclang-rt-14-dev
 	xxd
 )
-# the dashboard's browser test (test/t/070_dashboard_browser.pl)
-[ "$TESTS" -eq 1 ] && PACKAGES+=(chromium)
+# the dashboard's browser tests (test/t/070_dashboard_browser.pl, 071_dashboard_firefox.pl)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(chromium firefox-esr)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -43,13 +43,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The dashboard's browser test (test/t/070_dashboard_browser.pl) drives
-# Debian's chromium with playwright-core from npm (never a browser download),
-# pinned by test/browser/package-lock.json; reinstalled when the lock changes.
+# The dashboard's browser tests drive Debian's chromium with playwright-core
+# (test/t/070_dashboard_browser.pl) and Debian's firefox-esr over WebDriver
+# BiDi with puppeteer-core (071_dashboard_firefox.pl), both from npm and never
+# a browser download, pinned by test/browser/package-lock.json; reinstalled
+# when the lock changes.
 [ "$TESTS" -eq 1 ] || exit 0
 cd "$(dirname "$0")/.."
 if ! command -v npm >/dev/null 2>&1; then
-	# a machine without Node: Debian's own (18, enough for playwright-core)
+	# a machine without Node: Debian's own (18, enough for playwright-core and puppeteer-core 24)
 	echo "install-deps: installing nodejs npm"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
@@ -57,6 +59,6 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 if ! cmp -s test/browser/package-lock.json test/browser/node_modules/.qs-installed-lock 2>/dev/null; then
 	echo "install-deps: npm ci in test/browser"
-	( cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts >/dev/null )
+	( cd test/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts >/dev/null )
 	cp test/browser/package-lock.json test/browser/node_modules/.qs-installed-lock
 fi

@@ -85,6 +85,11 @@ if want tap && compgen -G "test/t/*.pl" >/dev/null; then
 			cp -f tmp_check/dashboard/screenshots/*.png "$ROOT/doc/screenshots/"
 		fi
 	fi
+	# Firefox's (071_dashboard_firefox.pl): kept with the results only
+	if compgen -G "tmp_check/dashboard-firefox/screenshots/*.png" >/dev/null; then
+		mkdir -p "$ROOT/test/results/screenshots/firefox"
+		cp -f tmp_check/dashboard-firefox/screenshots/*.png "$ROOT/test/results/screenshots/firefox/"
+	fi
 fi
 
 [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1

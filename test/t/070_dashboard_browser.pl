@@ -14,39 +14,18 @@ use warnings;
 use FindBin;
 use lib $FindBin::Bin;
 use QsHttp;
-use Digest::SHA qw(hmac_sha256);
+use QsDashboard;
 use File::Path qw(rmtree);
 use JSON::PP;
-use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
 
 my $json = JSON::PP->new->canonical;
-sub b64url { my $s = encode_base64(shift, ''); $s =~ tr{+/}{-_}; $s =~ s/=+$//; return $s; }
-sub hs256
-{
-	my ($claims) = @_;
-	my $input = b64url($json->encode({ alg => 'HS256', typ => 'JWT' })) . '.' . b64url($json->encode($claims));
-	return "$input." . b64url(hmac_sha256($input, 'dash-secret'));
-}
-my $later = time + 7200;
-my %tok = map { $_ => hs256({ sub => "dash-$_", role => $_, exp => $later }) } qw(read-only admin);
-my $TB = 'bbbbbbbb-0000-4000-8000-00000000000b';
+my %tok = %DASH_TOKEN;
+my $TB = $DASH_TENANT_B;
 
-my $node = qs_node('dashboard', "queen_streams.auth = jwt\n"
-	. "queen_streams.jwt_secret = 'dash-secret'\n"
-	. "queen_streams.tenancy = header\n"
-	. "queen_streams.sample_interval = 2\n");
+my $node = dash_node('dashboard');
 my $port = $node->{qs_http_port};
-
-sub call
-{
-	my ($method, $path, $body, $tenant) = @_;
-	my %h = (authorization => "Bearer $tok{admin}");
-	$h{'x-queen-tenant'} = $tenant if $tenant;
-	return http_json($node, $method, $path, $body, \%h);
-}
 
 # ---- the page is public, compiled in, with a strict policy
 my ($st, $body, $hdr) = http($node, 'GET', '/');
@@ -73,71 +52,14 @@ is($st, 401, 'its data needs a token');
 is($st, 200, 'read-only reads it');
 
 # ---- seed: orders (eu, us) with two dead letters, a group, a stream query
-($st) = call('POST', '/api/v1/configure', { queue => 'orders', namespace => 'shop', options => { retryLimit => 0 } });
-is($st, 200, 'configure orders');
-# in four rounds, a sample interval apart, so the chart has a history
-my $nsamples = "SELECT jsonb_array_length(queen_streams.dashboard_throughput()->'samples')";
-for my $round (0 .. 3)
-{
-	my $seen = $node->safe_psql('postgres', $nsamples);
-	for my $p (qw(eu us))
-	{
-		($st) = call('POST', '/api/v1/push', { items => [ map { { queue => 'orders', partition => $p,
-			transactionId => "$p-$_", payload => { n => $_, region => $p } } } $round * 5 + 1 .. $round * 5 + 5 ] });
-		is($st, 201, "push 5 to $p (round $round)");
-	}
-	my $until = time + 30;
-	usleep(100_000) while time < $until && $node->safe_psql('postgres', $nsamples) == $seen;
-}
-my ($doc);
-($st, $doc) = call('GET', '/api/v1/pop/queue/orders/partition/eu?batch=5&consumerGroup=billing');
-my $eu = $doc->{messages}[0]{partitionId};
-($st, $doc) = call('POST', '/api/v1/ack', { transactionId => 'eu-1', partitionId => $eu, leaseId => $doc->{leaseId},
-	status => 'failed', consumerGroup => 'billing', error => 'card declined' });
-ok($doc->[0]{dlq}, 'eu-1 dead-lettered');
-($st, $doc) = call('GET', '/api/v1/pop/queue/orders/partition/eu?batch=1&consumerGroup=billing');
-is($doc->{messages}[0]{transactionId}, 'eu-2', 'eu-2 popped');
-($st, $doc) = call('POST', '/api/v1/ack', { transactionId => 'eu-2', partitionId => $eu, leaseId => $doc->{leaseId},
-	status => 'dlq', consumerGroup => 'billing', error => 'malformed address' });
-ok($doc->[0]{dlq}, 'eu-2 dead-lettered');
-($st) = call('GET', '/api/v1/pop/queue/orders/partition/us?batch=3&consumerGroup=billing&autoAck=true');
-is($st, 200, 'billing read 3 of us');
-($st, $doc) = call('POST', '/streams/v1/queries', { name => 'orders.count', source_queue => 'orders',
-	sink_queue => 'orders.counts', config_hash => 'h1' });
-my $qid = $doc->{query_id};
-($st, $doc) = call('GET', '/api/v1/pop/queue/orders/partition/eu?batch=4&consumerGroup=streams.orders.count');
-($st, $doc) = call('POST', '/streams/v1/cycle', { query_id => $qid, partition_id => $eu,
-	consumer_group => 'streams.orders.count',
-	state_ops => [ map { { type => 'upsert', key => "k$_", value => { n => $_ } } } 1 .. 3 ],
-	push_items => [ { queue => 'orders.counts', payload => { count => 4 } } ],
-	ack => { leaseId => $doc->{leaseId}, status => 'completed', count => 4 } });
-ok($doc->{success}, 'a stream cycle committed');
-($st) = call('POST', '/api/v1/push', { items => [ map { { queue => 'b.only', payload => $_ } } 1 .. 3 ] }, $TB);
-is($st, 201, "tenant B's queue");
-
-# The chart reads the samples: wait until they caught up with the counters.
-my $sums = "SELECT json_build_array(COALESCE(sum((s->>'pushed')::int), 0), COALESCE(sum((s->>'popped')::int), 0),"
-  . " COALESCE(sum((s->>'acked')::int), 0))::text"
-  . " FROM jsonb_array_elements(queen_streams.dashboard_throughput()->'samples') s";
-my $counters = "SELECT json_build_array(sum(pushed), sum(popped), sum(acked))::text FROM queen_streams.metrics"
-  . " WHERE tenant_id = '00000000-0000-0000-0000-000000000001'";
-my $want = $node->safe_psql('postgres', $counters);
-my $deadline = time + 60;
-usleep(200_000) while time < $deadline && $node->safe_psql('postgres', $sums) ne $want;
-is($node->safe_psql('postgres', $sums), $want, "the samples hold every counted message ($want)");
-my ($pushed, $popped, $acked) = @{ $json->decode($want) };
-is($pushed, 41, '41 pushed (40 and the sink message)');
+# (test/t/QsDashboard.pm), the samples caught up with the counters
+my $seed = dash_seed($node);
+my ($eu, $pushed, $popped, $acked) = @$seed{qw(eu pushed popped acked)};
 
 # ---- what SQL says
-my $ov = json_sql($node, 'queen.overview()');
-my $ql = json_sql($node, 'queen.queues_list()');
-my $sq = json_sql($node, "queen.status_queue('orders')");
-my $groups = json_sql($node, 'queen.consumer_groups()');
-my %group = map { $_->{name} => json_sql($node, "queen.consumer_group('$_->{name}')") } @$groups;
-my $dlq = json_sql($node, 'queen.dlq()');
-my $streams = json_sql($node, 'queen_streams.dashboard_streams()');
-my $nworkers = $node->safe_psql('postgres', 'SELECT count(*) FROM queen_streams.http_workers()');
-my $eu_last = $node->safe_psql('postgres', "SELECT last_offset FROM queen.log_partitions WHERE id = '$eu'");
+my $truth = dash_truth($node, $eu);
+my ($ov, $ql, $sq, $groups, $dlq, $streams, $nworkers, $eu_last) = @$truth{qw(ov ql sq groups dlq streams nworkers eu_last)};
+my %group = %{ $truth->{group} };
 
 # ---- the browser
 my $out = "$PostgreSQL::Test::Utils::tmp_check/dashboard";
