@@ -100,6 +100,25 @@ qs_append_segment(const pg_uuid_t *pid, int window, int count, const uint8 *hash
 		next_offset += count;
 }
 
+void
+qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count, const uint8 *hashes,
+					   QsBlobBuilder build, void *arg, int64 verified, const bool *probe,
+					   QsAppendResult *res)
+{
+	qs_append_segment(pid, window, count, hashes, build(arg), verified, probe, res);
+}
+
+void
+qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n, pg_uuid_t *ids, bool *found)
+{
+	for (int i = 0; i < n; i++)
+	{
+		memset(ids[i].data, 0, UUID_LEN);
+		ids[i].data[0] = 1;
+		found[i] = offsets[i] % 2 == 0;
+	}
+}
+
 bool
 qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame)
 {

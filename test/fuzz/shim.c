@@ -997,3 +997,100 @@ lappend(List *list, void *datum)
 	list->elements[list->length++].ptr_value = datum;
 	return list;
 }
+
+/* ---------------------------------------------------------------- dynahash */
+/*
+ * A small chained hash table in place of the backend's dynahash, enough
+ * for push.c's in-request tables: HASH_ENTER and HASH_FIND, keys compared
+ * with the caller's function or as blobs; entries live in the input arena.
+ */
+#include <signal.h>
+
+#include "utils/hsearch.h"
+
+struct HTAB
+{
+	Size		keysize;
+	Size		entrysize;
+	HashValueFunc hash;
+	HashCompareFunc match;
+	int			nbuckets;
+	void	  **buckets;		/* chains: each entry is [next pointer][entry] */
+};
+
+static uint32
+blob_hash(const void *key, Size keysize)
+{
+	const unsigned char *p = key;
+	uint32		h = 2166136261u;
+
+	for (Size i = 0; i < keysize; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+static int
+blob_match(const void *a, const void *b, Size keysize)
+{
+	return memcmp(a, b, keysize);
+}
+
+HTAB *
+hash_create(const char *tabname, long nelem, const HASHCTL *info, int flags)
+{
+	HTAB	   *t = palloc0(sizeof(HTAB));
+
+	t->keysize = info->keysize;
+	t->entrysize = info->entrysize;
+	t->hash = (flags & HASH_FUNCTION) ? info->hash : blob_hash;
+	t->match = (flags & HASH_COMPARE) ? info->match : blob_match;
+	t->nbuckets = 1024;
+	t->buckets = palloc0(sizeof(void *) * t->nbuckets);
+	return t;
+}
+
+void *
+hash_search(HTAB *t, const void *key, HASHACTION action, bool *foundPtr)
+{
+	uint32		b = t->hash(key, t->keysize) % t->nbuckets;
+	void	  **link = &t->buckets[b];
+
+	for (void *e = *link; e; e = *(void **) e)
+	{
+		void	   *entry = (char *) e + MAXALIGN(sizeof(void *));
+
+		if (t->match(entry, key, t->keysize) == 0)
+		{
+			if (foundPtr)
+				*foundPtr = true;
+			return entry;
+		}
+	}
+	if (foundPtr)
+		*foundPtr = false;
+	if (action != HASH_ENTER && action != HASH_ENTER_NULL)
+		return NULL;
+	{
+		void	   *e = palloc0(MAXALIGN(sizeof(void *)) + t->entrysize);
+		void	   *entry = (char *) e + MAXALIGN(sizeof(void *));
+
+		*(void **) e = *link;
+		*link = e;
+		memcpy(entry, key, t->keysize);
+		return entry;
+	}
+}
+
+void
+hash_destroy(HTAB *t)
+{
+	/* the arena goes with the input */
+}
+
+/* Interrupts never arrive here. */
+volatile sig_atomic_t InterruptPending = false;
+
+void
+ProcessInterrupts(void)
+{
+}
