@@ -1,5 +1,5 @@
 /*
- * ack.c: queen.ack, single and batch acks by transaction id (facts §5).
+ * ack.c: queen.ack, single and batch acks by transaction id.
  *
  * Acks are grouped by (partition, consumer group, lease); each group locks
  * its cursor row (the only lock an ack takes), resolves each transaction id

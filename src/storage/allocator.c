@@ -1,7 +1,7 @@
 /*
  * allocator.c: resolve (or auto-create) a partition under a tenant and append
  * one packed segment to it: dedup probe, offset allocation under the
- * partition row lock, segment and hash rows (facts §3.1).
+ * partition row lock, segment and hash rows.
  */
 #include "storage/storage.h"
 
@@ -80,7 +80,7 @@ qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 	if (create)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("QPUSH unknown queue/partition %s/%s", queue, partition)));
+				 errmsg("unknown queue or partition \"%s/%s\"", queue, partition)));
 	return false;
 }
 
@@ -162,7 +162,7 @@ qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 		if (SPI_processed != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("QPUSH partition vanished mid-push")));
+					 errmsg("partition vanished mid-push")));
 		prev_last = qs_col_int64(0, 1, -1);
 		txns_start = qs_col_int64(0, 2, 0);
 		now = GetCurrentTimestamp();
@@ -179,7 +179,7 @@ qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("QPUSH partition vanished mid-push")));
+				 errmsg("partition vanished mid-push")));
 	last = qs_col_int64(0, 1, 0);
 	res->base_offset = last - count + 1;
 	res->created_at = GetCurrentTimestamp();
@@ -325,16 +325,16 @@ check_segment(bytea *blob, int count, const uint8 *hashes)
 		if ((why = qs_text_problem(f->txn, f->txn_len, 0)) != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("QPUSH bad segment: the transaction id of frame %d %s", i, why)));
+					 errmsg("bad segment: the transaction id of frame %d %s", i, why)));
 		if (f->psub && (why = qs_text_problem(f->psub, f->psub_len, 0)) != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("QPUSH bad segment: the producer subject of frame %d %s", i, why)));
+					 errmsg("bad segment: the producer subject of frame %d %s", i, why)));
 		qs_txn_hash(f->txn, f->txn_len, h);
 		if (memcmp(h, hashes + i * QS_HASH_LEN, QS_HASH_LEN) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("QPUSH bad segment: hash %d is not the hash of frame %d's transaction id", i, i)));
+					 errmsg("bad segment: hash %d is not the hash of frame %d's transaction id", i, i)));
 		/* an empty payload is served as null, as push stores an absent one */
 		if (f->payload_len > 0)
 		{
@@ -343,13 +343,13 @@ check_segment(bytea *blob, int count, const uint8 *hashes)
 			if ((why = qs_text_problem(f->payload, f->payload_len, 0)) != NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("QPUSH bad segment: the payload of frame %d %s", i, why)));
+						 errmsg("bad segment: the payload of frame %d %s", i, why)));
 			lex = makeJsonLexContextCstringLen((char *) f->payload, f->payload_len,
 											   GetDatabaseEncoding(), false);
 			if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("QPUSH bad segment: the payload of frame %d is not JSON", i)));
+						 errmsg("bad segment: the payload of frame %d is not JSON", i)));
 			pfree(lex);
 		}
 	}
@@ -375,7 +375,7 @@ qs_log_push_one_v1(PG_FUNCTION_ARGS)
 		if (PG_ARGISNULL(i))
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("QPUSH argument %d must not be null", i + 1)));
+					 errmsg("argument %d must not be null", i + 1)));
 	queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	partition = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	count = PG_GETARG_INT32(2);
@@ -387,8 +387,9 @@ qs_log_push_one_v1(PG_FUNCTION_ARGS)
 	if (count < 1 || VARSIZE_ANY_EXHDR(hashes) != (Size) count * QS_HASH_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("QPUSH bad segment: msg_count=%d, hashes=%d bytes (want 16/msg)",
-						count, (int) VARSIZE_ANY_EXHDR(hashes))));
+				 errmsg("bad segment: the hashes do not match the message count"),
+				 errdetail("p_msg_count is %d and p_hashes holds %d bytes; each message needs 16.",
+						   count, (int) VARSIZE_ANY_EXHDR(hashes))));
 
 	check_segment(blob, count, (const uint8 *) VARDATA_ANY(hashes));
 

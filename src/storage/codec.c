@@ -1,5 +1,5 @@
 /*
- * codec.c: the segment format (facts §2): frames packed back to back, the
+ * codec.c: the segment format: frames packed back to back, the
  * whole segment one zstd frame, and the xxh3-128 hash of each transaction id.
  *
  * Frame: u32 LE body_len | u8 flags | 16B message id | [16B trace id]

@@ -1,6 +1,6 @@
 /*
  * dashboard.c: queen.overview (GET /api/v1/resources/overview) and
- * queen.status (GET /api/v1/status), the dashboard's summaries (facts §6),
+ * queen.status (GET /api/v1/status), the dashboard's summaries,
  * over the per-partition counts of resources.c.
  *
  * What our tables cannot answer is answered with zeros or empty lists, never

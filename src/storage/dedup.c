@@ -1,5 +1,5 @@
 /*
- * dedup.c: the push dedup probe (facts §2.5), answered from a cache in
+ * dedup.c: the push dedup probe, answered from a cache in
  * shared memory so that a push costs what it brings, not what the window
  * holds, on every connection, with one copy of the hashes per server.
  *

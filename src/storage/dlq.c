@@ -1,5 +1,5 @@
 /*
- * dlq.c: the dead-letter reads and writes of Queen's HTTP API (facts §3):
+ * dlq.c: the dead-letter reads and writes of Queen's HTTP API:
  *  - queen.dlq (GET /api/v1/dlq): filtered, newest failure first, paged for
  *    real and with the total count of matches (Queen pages nothing, ignores
  *    partition/from/to and has no total);

@@ -1,6 +1,6 @@
 /*
  * encryption.c: payload envelopes for queues with encryption enabled
- * (facts §9), byte-compatible with Queen's.
+ *, byte-compatible with Queen's.
  *
  * AES-256-GCM; 16 random IV bytes are generated and stored but only the
  * first 12 are the nonce (Queen's original OpenSSL code never set the IV

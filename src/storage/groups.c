@@ -1,5 +1,5 @@
 /*
- * groups.c: consumer groups (facts §4): the list, the lagging partitions,
+ * groups.c: consumer groups: the list, the lagging partitions,
  * one group's details, delete, the subscription update and the seeks.
  *
  * A group's position on a partition is its cursor row in queen.log_consumers

@@ -1,5 +1,5 @@
 /*
- * lease.c: queen.renew_lease (POST /api/v1/lease/:leaseId/extend, facts §4.5).
+ * lease.c: queen.renew_lease (POST /api/v1/lease/:leaseId/extend).
  * Extends every live lease of a worker under the tenant, never shortening one.
  */
 #include "storage/storage.h"

@@ -1,6 +1,6 @@
 /*
  * message_get.c: queen.message, one message by partition and transaction id
- * (GET /api/v1/messages/:partitionId/:transactionId, facts §6), with its
+ * (GET /api/v1/messages/:partitionId/:transactionId), with its
  * payload decrypted when its frame is flagged ENCRYPTED, its status from the
  * __QUEUE_MODE__ cursor, and every consumer group's view of it.
  *

@@ -1,5 +1,5 @@
 /*
- * messages.c: the message reads of facts §6: queen.queue_messages
+ * messages.c: the message reads of Queen's admin API: queen.queue_messages
  * (GET /api/v1/status/queues/:queue/messages), queen.messages
  * (GET /api/v1/messages) and queen.message (GET /api/v1/messages/:p/:t).
  *

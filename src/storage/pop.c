@@ -1,5 +1,5 @@
 /*
- * pop.c: queen.pop, the claim algorithm of facts §4.3.
+ * pop.c: queen.pop, Queen's claim algorithm.
  *
  * Per partition: lock the cursor row if its lease is free (SKIP LOCKED, so
  * concurrent pops never wait on each other and never share offsets), read

@@ -1,5 +1,5 @@
 /*
- * resources.c: the resource and status reads of facts §6 that count:
+ * resources.c: the resource and status reads of Queen's admin API that count:
  * queen.queues_list, queue_detail, overview, namespaces, tasks, status,
  * status_queues and status_queue.
  *

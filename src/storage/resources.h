@@ -1,5 +1,5 @@
 /*
- * resources.h: what resources.c and messages.c (the read routes of facts §6)
+ * resources.h: what resources.c and messages.c (the admin read routes)
  * share: Queen's bucket time format, argument checks and partition counts.
  */
 #ifndef QS_RESOURCES_H

@@ -1,7 +1,7 @@
 /*
  * retention.c: queen.retention_sweep. Deletes whole segments older than a
  * queue's retention (or its maxWaitTimeSeconds), moves log_start past them, and purges hash sidecar rows
- * nobody can still need (facts §1.2, §1.4). Partitions are visited in
+ * nobody can still need. Partitions are visited in
  * ascending id, the lock order pushes and cycles use. created_at is monotone
  * in offsets, so the new watermark stamps come from one index probe each.
  */

@@ -7,7 +7,7 @@
 
 #include "common/common.h"
 
-/* Frame flags (facts §2.1). */
+/* Frame flags. */
 #define QS_FLAG_TRACE		0x01
 #define QS_FLAG_PRODUCER_SUB	0x02
 #define QS_FLAG_ENCRYPTED	0x04
@@ -40,7 +40,7 @@ extern QsFrame *qs_segment_try_decode(bytea *blob, int64 count, char **why);
 extern void qs_segment_corrupt_error(const pg_uuid_t *pid, int64 base, const char *why) pg_attribute_noreturn();
 extern void qs_txn_hash(const char *txn, int len, uint8 *out);
 
-/* encryption.c: AES-256-GCM payload envelopes (facts §9) */
+/* encryption.c: AES-256-GCM payload envelopes */
 extern bool qs_encrypt_payload(const char *queue, const char *plain, int len,
 							   char **env, int *envlen);
 extern bool qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen);

@@ -1,5 +1,5 @@
 /*
- * traces.c: message traces (facts §6, §8): queen.trace_add (POST
+ * traces.c: message traces: queen.trace_add (POST
  * /api/v1/traces), queen.traces (GET /api/v1/traces/:p/:t),
  * queen.traces_by_name (GET /api/v1/traces/by-name/:name) and
  * queen.trace_names (GET /api/v1/traces/names).

@@ -1,7 +1,7 @@
 /*
  * transaction.c: queen.transaction (POST /api/v1/transaction): pushes and
  * acks of several queues in one database transaction, all or nothing
- * (api facts §2, wire facts §3.3).
+ * (Queen's POST /api/v1/transaction).
  *
  * The body is read and checked whole before anything is written: a
  * malformed op (not an object, a push without a queue, an ack without a

@@ -6,7 +6,7 @@
  * failure inside it (an unknown op type, a foreign partition, an invalid
  * lease) rolls all of it back and still answers a normal body with
  * success:false, as the protocol wants. The order of work, and so of locks,
- * is facts §6.3: ownership, the (query, partition) advisory lock, state ops,
+ * is Queen's: ownership, the (query, partition) advisory lock, state ops,
  * sink partitions in ascending id, then the source cursor row.
  *
  * Exactly-once rests on the ack: the cursor row is locked and the lease
