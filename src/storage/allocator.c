@@ -207,11 +207,33 @@ static QsPlan covering_plan = {
 	2, {UUIDOID, INT8OID}
 };
 
-static QsPlan covering_bounds_plan = {
-	"SELECT base_offset, end_offset FROM queen.log_segments"
+static QsPlan at_or_before_plan = {
+	"SELECT base_offset, end_offset, created_at FROM queen.log_segments"
 	" WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1",
 	2, {UUIDOID, INT8OID}
 };
+
+/*
+ * The newest segment starting at or before `offset` (pid is a uuid Datum):
+ * its bounds and time, from one primary-key probe; false when there is none.
+ * It may end before `offset` (a retention gap or the end of the log).
+ */
+bool
+qs_segment_at(Datum pid, int64 offset, int64 *base, int64 *end, TimestampTz *created)
+{
+	Datum		args[2];
+	bool		isnull;
+
+	args[0] = pid;
+	args[1] = Int64GetDatum(offset);
+	qs_exec(&at_or_before_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+		return false;
+	*base = qs_col_int64(0, 1, 0);
+	*end = qs_col_int64(0, 2, 0);
+	*created = DatumGetTimestampTz(qs_col(0, 3, &isnull));
+	return true;
+}
 
 /*
  * The bounds of the live segment holding `offset` (pid is a uuid Datum);
@@ -220,16 +242,9 @@ static QsPlan covering_bounds_plan = {
 bool
 qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end)
 {
-	Datum		args[2];
+	TimestampTz created;
 
-	args[0] = pid;
-	args[1] = Int64GetDatum(offset);
-	qs_exec(&covering_bounds_plan, args, NULL, 1);
-	if (SPI_processed != 1 || qs_col_int64(0, 2, -1) < offset)
-		return false;
-	*base = qs_col_int64(0, 1, 0);
-	*end = qs_col_int64(0, 2, 0);
-	return true;
+	return qs_segment_at(pid, offset, base, end, &created) && *end >= offset;
 }
 
 /* The frame stored at an offset; false when retention removed it. */

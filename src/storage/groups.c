@@ -65,13 +65,6 @@ static QsPlan group_cursors_plan = {
 	2, {UUIDOID, TEXTOID}
 };
 
-/* The segment holding an offset, or the last one before it (a PK probe). */
-static QsPlan segment_at_plan = {
-	"SELECT base_offset, end_offset, created_at FROM queen.log_segments"
-	" WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1",
-	2, {UUIDOID, INT8OID}
-};
-
 static QsPlan queue_plan = {
 	"SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2",
 	2, {UUIDOID, TEXTOID}
@@ -133,24 +126,6 @@ static QsPlan update_subscription_plan = {
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-/* The segment at or before an offset: false when there is none. */
-static bool
-segment_at(Datum pid, int64 offset, int64 *base, int64 *end, TimestampTz *created)
-{
-	Datum		args[2];
-	bool		isnull;
-
-	args[0] = pid;
-	args[1] = Int64GetDatum(offset);
-	qs_exec(&segment_at_plan, args, NULL, 1);
-	if (SPI_processed != 1)
-		return false;
-	*base = qs_col_int64(0, 1, 0);
-	*end = qs_col_int64(0, 2, 0);
-	*created = DatumGetTimestampTz(qs_col(0, 3, &isnull));
-	return true;
-}
 
 static Datum
 queue_id_of(const pg_uuid_t *tenant, const char *queue)
@@ -216,7 +191,7 @@ compute_lag(CursorRow *r, TimestampTz now, bool want_last)
 	r->time_lag = 0;
 	r->has_oldest = false;
 	r->has_last = false;
-	if (r->offset_lag > 0 && segment_at(r->pid, pos + 1, &base, &end, &created))
+	if (r->offset_lag > 0 && qs_segment_at(r->pid, pos + 1, &base, &end, &created))
 	{
 		r->has_oldest = true;
 		r->oldest = created;
@@ -224,7 +199,7 @@ compute_lag(CursorRow *r, TimestampTz now, bool want_last)
 	}
 	/* a cursor seeded by a subscription or moved by a seek consumed nothing */
 	if (want_last && r->total_consumed > 0 && r->committed >= r->log_start &&
-		segment_at(r->pid, r->committed, &base, &end, &created) && end >= r->committed)
+		qs_segment_at(r->pid, r->committed, &base, &end, &created) && end >= r->committed)
 	{
 		r->has_last = true;
 		r->last_consumed = created;
@@ -586,7 +561,7 @@ cursor_for_timestamp(Datum pid, int64 log_start, int64 last_offset, TimestampTz 
 		TimestampTz created;
 
 		CHECK_FOR_INTERRUPTS();
-		if (!segment_at(pid, mid, &base, &end, &created))
+		if (!qs_segment_at(pid, mid, &base, &end, &created))
 			lo = mid + 1;		/* nothing at or before mid */
 		else if (created <= ts)
 		{

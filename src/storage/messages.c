@@ -97,12 +97,6 @@ static QsPlan queue_exists_plan = {
 	2, {UUIDOID, TEXTOID}
 };
 
-static QsPlan head_plan = {
-	"SELECT base_offset, end_offset, created_at FROM queen.log_segments"
-	" WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset DESC LIMIT 1",
-	2, {UUIDOID, INT8OID}
-};
-
 static QsPlan blob_plan = {
 	"SELECT blob FROM queen.log_segments WHERE partition_id = $1 AND base_offset = $2",
 	2, {UUIDOID, INT8OID}
@@ -344,8 +338,6 @@ advance_head(MsgScan *s, MsgPart *p)
 	while (!p->done)
 	{
 		int64		target = next_match(s, p, p->pos);
-		Datum		args[2];
-		bool		isnull;
 
 		CHECK_FOR_INTERRUPTS();
 		if (target < 0)
@@ -353,17 +345,11 @@ advance_head(MsgScan *s, MsgPart *p)
 			p->done = true;
 			return;
 		}
-		args[0] = qs_uuid_datum(&p->pid);
-		args[1] = Int64GetDatum(target);
-		qs_exec(&head_plan, args, NULL, 1);
-		if (SPI_processed == 0)
+		if (!qs_segment_at(qs_uuid_datum(&p->pid), target, &p->h_base, &p->h_end, &p->h_created))
 		{
 			p->done = true;
 			return;
 		}
-		p->h_base = qs_col_int64(0, 1, 0);
-		p->h_end = qs_col_int64(0, 2, 0);
-		p->h_created = DatumGetTimestampTz(qs_col(0, 3, &isnull));
 		SPI_freetuptable(SPI_tuptable);
 		if (p->h_end < target)	/* a hole: go on below it */
 			p->pos = p->h_end;

@@ -78,6 +78,7 @@ extern void qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
 extern void qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
 							pg_uuid_t *ids, bool *found);
+extern bool qs_segment_at(Datum pid, int64 offset, int64 *base, int64 *end, TimestampTz *created);
 extern bool qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end);
 
 /* dedup.c: the dedup probe over a per-backend cache of stored hashes */
