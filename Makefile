@@ -76,14 +76,20 @@ PG_CFLAGS += -Werror
 endif
 SHLIB_LINK = -lzstd -lxxhash -lcrypto -lmicrohttpd
 
-# pg_regress and the isolation tester each start a throwaway instance with the
-# library preloaded (pg_cron's pattern); TAP tests start their own clusters.
-REGRESS = $(patsubst test/sql/%.sql,%,$(sort $(wildcard test/sql/*.sql)))
-REGRESS_OPTS = --inputdir=test --temp-instance=tmp_regress \
-	--temp-config=test/queen_streams.conf
+# pg_regress reads sql/ and expected/ (PGXS's default), skipping the
+# extension's own scripts; the isolation specs live in test/specs with their
+# outputs in test/expected. `make installcheck` runs both against the server
+# PGHOST/PGPORT name, which must preload the library (scripts/run.sh's does).
+# scripts/test.sh sets QS_TEMP_INSTANCE=1 to run them on throwaway instances
+# instead (pg_cron's pattern); TAP tests always start their own clusters.
+REGRESS = $(filter-out $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql))))
+REGRESS_OPTS =
 ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
-ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_isolation \
-	--temp-config=test/queen_streams.conf
+ISOLATION_OPTS = --inputdir=test --outputdir=output_iso
+ifdef QS_TEMP_INSTANCE
+REGRESS_OPTS += --temp-instance=tmp_regress --temp-config=test/queen_streams.conf
+ISOLATION_OPTS += --temp-instance=tmp_isolation --temp-config=test/queen_streams.conf
+endif
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

@@ -51,7 +51,7 @@ SUBSET=()
 
 if want regress; then
 note "== pg_regress and isolation (throwaway instances, library preloaded)"
-if ! as_pg make -s installcheck "${SUBSET[@]}" 2>&1 | tee "$WORK/regress.out"; then status=1; fi
+if ! as_pg make -s installcheck QS_TEMP_INSTANCE=1 "${SUBSET[@]}" 2>&1 | tee "$WORK/regress.out"; then status=1; fi
 count_pg_regress "$WORK/regress.out"
 for d in regression.diffs output_iso/regression.diffs; do
 	[ -s "$d" ] && { echo "---- $d"; cat "$d"; }
