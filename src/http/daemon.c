@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
@@ -31,9 +30,6 @@ static struct MHD_Daemon *daemon_ = NULL;
 static bool starting = false;
 static int	listen_fd = -1;
 static int	handoff_fd = -1;		/* receives (and sends) handed-over connections */
-
-/* Answered requests whose commit is not flushed yet; their connections are suspended. */
-static dlist_head flush_wait = DLIST_STATIC_INIT(flush_wait);
 
 static const char empty_body[] = "";
 
@@ -187,20 +183,16 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 		else if (!req->dispatched && req->resp == NULL)
 			qs_http_dispatch(req);
 
-		if (rc == MHD_YES && req->resp != NULL && !req->responded && !req->flush_waiting)
+		if (rc == MHD_YES && req->resp != NULL && !req->responded && !req->grouped)
 		{
-			if (req->lsn != InvalidXLogRecPtr && req->lsn > GetFlushRecPtr(NULL))
-			{
-				/* answered once the commit is flushed, with the others in hand */
-				req->flush_waiting = true;
-				dlist_push_tail(&flush_wait, &req->flush_node);
-				MHD_suspend_connection(mhd);
-			}
-			else if (!queue_response(req))
+			if (!queue_response(req))
 				rc = MHD_NO;
 		}
-		else if (rc == MHD_YES && req->parked && !req->responded)
+		else if (rc == MHD_YES && (req->parked || req->grouped) && !req->responded)
+		{
+			/* answered after the wake-up or the group's commit */
 			MHD_suspend_connection(mhd);
+		}
 	}
 	PG_CATCH();
 	{
@@ -239,8 +231,7 @@ completed_cb(void *cls, struct MHD_Connection *mhd, void **con_cls,
 	}
 	if (req->parked)
 		qs_pop_unpark(req);
-	if (req->flush_waiting)
-		dlist_delete(&req->flush_node);
+	qs_group_forget(req);
 	if (req->conn && req->conn->phase != QS_PHASE_CLOSING)
 		qs_conn_phase(req->conn, QS_PHASE_IDLE);
 	*con_cls = NULL;
@@ -660,56 +651,19 @@ qs_http_daemon_timeout(void)
 	return (long) Min(t, (MHD_UNSIGNED_LONG_LONG) INT_MAX);
 }
 
-/* A parked pop got its answer outside any callback: send it and resume. */
+/* A suspended request got its answer outside any callback: send it and resume. */
+void
+qs_http_send_suspended(QsReq *req)
+{
+	if (!queue_response(req))
+		req->close = true;
+	MHD_resume_connection(req->mhd);
+}
+
+/* A parked pop got its answer. */
 void
 qs_http_send_parked(QsReq *req)
 {
-	struct MHD_Connection *mhd = req->mhd;
-
 	req->parked = false;
-	if (req->lsn != InvalidXLogRecPtr && req->lsn > GetFlushRecPtr(NULL))
-	{
-		/* still suspended: the flush below answers it */
-		req->flush_waiting = true;
-		dlist_push_tail(&flush_wait, &req->flush_node);
-		return;
-	}
-	if (!queue_response(req))
-		req->close = true;
-	MHD_resume_connection(mhd);
-}
-
-bool
-qs_http_flush_waiting(void)
-{
-	return !dlist_is_empty(&flush_wait);
-}
-
-/* One WAL flush for every answered request, then send their answers. */
-bool
-qs_http_flush_pending(void)
-{
-	dlist_mutable_iter it;
-	XLogRecPtr	upto = InvalidXLogRecPtr;
-
-	if (dlist_is_empty(&flush_wait))
-		return false;
-	dlist_foreach_modify(it, &flush_wait)
-	{
-		QsReq	   *req = dlist_container(QsReq, flush_node, it.cur);
-
-		upto = Max(upto, req->lsn);
-	}
-	XLogFlush(upto);
-	dlist_foreach_modify(it, &flush_wait)
-	{
-		QsReq	   *req = dlist_container(QsReq, flush_node, it.cur);
-
-		dlist_delete(&req->flush_node);
-		req->flush_waiting = false;
-		if (!queue_response(req))
-			req->close = true;
-		MHD_resume_connection(req->mhd);
-	}
-	return true;
+	qs_http_send_suspended(req);
 }
