@@ -27,7 +27,11 @@ use Time::HiRes qw(time usleep);
 
 # A worker waits up to 300 ms for more requests, so that requests sent
 # together form one group even on a loaded machine.
+# (Synchronous replication needs WAL senders, which the test cluster has
+# none of by default.)
 my $node = qs_node('group_commit', <<'EOF');
+wal_level = replica
+max_wal_senders = 2
 queen_streams.group_commit_max_requests = 64
 queen_streams.group_commit_max_wait = 300
 EOF
@@ -99,7 +103,7 @@ sub stored
 {
 	my ($queue) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id"
+		"SELECT coalesce(sum(s.end_offset - s.base_offset + 1), 0) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id"
 		  . " JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '$queue'");
 }
 
