@@ -43,13 +43,14 @@ qs_subxact_run(QsSubxactWork work, void *arg)
 
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
+		/* raised again with this subtransaction closed, for the caller's own */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
 		error = edata->message;
 	}
 	PG_END_TRY();

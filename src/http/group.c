@@ -119,8 +119,10 @@ run_member(QsReq *req, bool first)
 	ResourceOwner owner = CurrentResourceOwner;
 	int			saved_lock_timeout = LockTimeout;
 	volatile bool limited = false;
+	int			level;
 
 	BeginInternalSubTransaction(NULL);
+	level = GetCurrentTransactionNestLevel();
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
@@ -161,7 +163,9 @@ run_member(QsReq *req, bool first)
 		FlushErrorState();
 		if (qs_http_statement_timeout_ms > 0)
 			disable_timeout(STATEMENT_TIMEOUT, false);
-		RollbackAndReleaseCurrentSubTransaction();
+		/* this request's subtransaction, and any it left open inside */
+		while (GetCurrentTransactionNestLevel() >= level)
+			RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 		RESUME_INTERRUPTS();
@@ -257,7 +261,8 @@ qs_group_run(void)
 
 	if (nqueued == 0)
 		return;
-	members = palloc(sizeof(QsReq *) * Min(nqueued, qs_http_group_max_requests));
+	members = MemoryContextAlloc(TopMemoryContext,
+								 sizeof(QsReq *) * Min(nqueued, qs_http_group_max_requests));
 	while (nqueued > 0 && n < qs_http_group_max_requests)
 	{
 		QsReq	   *req = dlist_container(QsReq, group_node, dlist_pop_head_node(&queue));
@@ -276,6 +281,9 @@ qs_group_run(void)
 			CHECK_FOR_INTERRUPTS();
 			run_member(members[i], i == 0);
 		}
+		/* a subtransaction left open would make the COMMIT below commit nothing */
+		if (GetCurrentTransactionNestLevel() != 1)
+			elog(ERROR, "group commit: a request left a subtransaction open");
 		pgstat_report_activity(STATE_RUNNING, "group commit");
 		CommitTransactionCommand();
 		committed = true;

@@ -178,6 +178,7 @@ typedef struct Loop
 	TimestampTz next_sample;
 	TimestampTz next_retention;
 	long		stats_wait;
+	MemoryContext cxt;			/* reset every turn */
 } Loop;
 
 /* Bind, retrying with backoff when the port is taken. */
@@ -288,13 +289,18 @@ step_serve(Loop *l, bool accept_now)
 	step_accept(l, accept_now);
 	qs_screen_run();
 	qs_parked_poll();
+	/* a request's context may be current, and go with its connection */
+	MemoryContextSwitchTo(l->cxt);
 	qs_http_daemon_run();
 	for (int i = 0; i < 64 && qs_group_due(); i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextSwitchTo(l->cxt);
 		qs_group_run();
+		MemoryContextSwitchTo(l->cxt);
 		qs_http_daemon_run();
 	}
+	MemoryContextSwitchTo(l->cxt);
 	qs_limits_sweep();
 }
 
@@ -360,21 +366,22 @@ void
 qs_http_worker_main(Datum main_arg)
 {
 	Loop		l;
-	MemoryContext loop_cxt;
 
 	worker_start(&l, DatumGetInt32(main_arg));
-	loop_cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams http loop",
-									 ALLOCSET_DEFAULT_SIZES);
-	MemoryContextSwitchTo(loop_cxt);
+	l.cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams http loop",
+								  ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
 		bool		accept_now;
 
+		MemoryContextSwitchTo(l.cxt);
 		step_bind(&l);
 		accept_now = step_wait(&l, step_timeout(&l));
 		if (l.listening)
 			step_serve(&l, accept_now);
+		MemoryContextSwitchTo(l.cxt);
 		step_periodic(&l);
-		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(l.cxt);
+		MemoryContextReset(l.cxt);
 	}
 }
