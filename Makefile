@@ -20,6 +20,7 @@ OBJS = \
 	src/http/group.o \
 	src/http/limits.o \
 	src/http/metrics.o \
+	src/http/parked.o \
 	src/http/pattern.o \
 	src/http/router.o \
 	src/http/routes.o \

@@ -190,8 +190,10 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 		}
 		else if (rc == MHD_YES && (req->parked || req->grouped) && !req->responded)
 		{
-			/* answered after the wake-up or the group's commit */
+			/* answered after the wake-up (parked.c) or the group's commit (group.c) */
 			MHD_suspend_connection(mhd);
+			if (!req->grouped)
+				qs_park(req);
 		}
 	}
 	PG_CATCH();
@@ -229,8 +231,7 @@ completed_cb(void *cls, struct MHD_Connection *mhd, void **con_cls,
 		qs_http_count(req);
 		req->conn->linger = true;
 	}
-	if (req->parked)
-		qs_pop_unpark(req);
+	qs_unpark(req);
 	qs_group_forget(req);
 	if (req->conn && req->conn->phase != QS_PHASE_CLOSING)
 		qs_conn_phase(req->conn, QS_PHASE_IDLE);
@@ -627,10 +628,26 @@ qs_http_daemon_fd(void)
 	return di->epoll_fd;
 }
 
-/* Run until libmicrohttpd has nothing it wants to do right away. */
+/* A suspended request got its answer outside any callback: send it and resume. */
+void
+qs_http_send_suspended(QsReq *req)
+{
+	if (!queue_response(req))
+		req->close = true;
+	MHD_resume_connection(req->mhd);
+}
+
+/*
+ * Send the answers of retried parked pops, then run until libmicrohttpd has
+ * nothing it wants to do right away.
+ */
 void
 qs_http_daemon_run(void)
 {
+	QsReq	   *req;
+
+	while ((req = qs_parked_answered()) != NULL)
+		qs_http_send_suspended(req);
 	for (int i = 0; i < 16; i++)
 	{
 		MHD_UNSIGNED_LONG_LONG t;
@@ -651,19 +668,3 @@ qs_http_daemon_timeout(void)
 	return (long) Min(t, (MHD_UNSIGNED_LONG_LONG) INT_MAX);
 }
 
-/* A suspended request got its answer outside any callback: send it and resume. */
-void
-qs_http_send_suspended(QsReq *req)
-{
-	if (!queue_response(req))
-		req->close = true;
-	MHD_resume_connection(req->mhd);
-}
-
-/* A parked pop got its answer. */
-void
-qs_http_send_parked(QsReq *req)
-{
-	req->parked = false;
-	qs_http_send_suspended(req);
-}

@@ -207,7 +207,7 @@ finish_member(QsReq *req)
 		PG_END_TRY();
 	}
 	if (req->parked)
-		qs_pop_park(req);		/* still suspended: a wake-up answers it */
+		qs_park(req);			/* still suspended: a wake-up answers it */
 	else
 		qs_http_send_suspended(req);
 }

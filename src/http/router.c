@@ -738,11 +738,9 @@ qs_http_dispatch(QsReq *req)
 		return;
 	}
 	execute(req, def);
-	if (req->parked)
-		qs_pop_park(req);
 }
 
-/* A parked pop retries: same request, a new transaction. */
+/* A parked pop retries (parked.c): same request, a new transaction. */
 void
 qs_http_retry(QsReq *req)
 {
