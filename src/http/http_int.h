@@ -9,7 +9,6 @@
 #include "http/http.h"
 #include "http/pattern.h"
 
-#include "access/xlogdefs.h"
 #include "lib/ilist.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
