@@ -3,14 +3,16 @@
  * mode with its own epoll fd (which the worker waits on), no threads.
  *
  * Callbacks only ever run inside MHD_run(), called from the worker's loop.
+ * A writing request whose body is complete is suspended there and queued
+ * for the worker's next group commit (group.c), answered after it.
  * Every PostgreSQL call made from them sits inside a PG_TRY in our own
  * frame, so no error can unwind through libmicrohttpd's stack.
  *
  * We accept connections ourselves and hand them to libmicrohttpd. The
  * kernel spreads new connections over the workers' SO_REUSEPORT sockets by
  * a hash, which with a few keep-alive clients often piles several
- * connections on one worker while another has none, and a worker serves one
- * request at a time. So a worker that accepts a connection while another
+ * connections on one worker while another has none, and a worker has one
+ * transaction (a request, or a group of them) at a time. So a worker that accepts a connection while another
  * worker holds fewer passes it over (SCM_RIGHTS on a unix datagram socket).
  */
 #include "http/http_int.h"
