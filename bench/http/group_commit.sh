@@ -22,7 +22,8 @@
 # whose pg_config installs there, the shared install is not touched),
 # QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT (the "on" settings: 64, 0).
 # Takes /tmp/queen_streams.test.lock like scripts/test.sh (machine quiet, and
-# `make install` when the shared tree is used). Output: a table on stdout and
+# `make install` when the shared tree is used); QS_BENCH_LOCK=0 skips it,
+# for a private tree only. Output: a table on stdout and
 # bench/http/out/group_commit.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,9 +40,14 @@ HTTP_PORT=$((PORT + 1))
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 log() { printf '[bench/http/gc %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-exec 9>/tmp/queen_streams.test.lock
-log "waiting for /tmp/queen_streams.test.lock"
-flock 9
+if [ "${QS_BENCH_LOCK:-1}" != 0 ]; then
+	exec 9>/tmp/queen_streams.test.lock
+	log "waiting for /tmp/queen_streams.test.lock"
+	flock 9
+elif [ "$BIN" = /usr/lib/postgresql/15/bin ]; then
+	echo "QS_BENCH_LOCK=0 needs a private QS_BENCH_PG_BIN" >&2
+	exit 1
+fi
 make -s PG_CONFIG="$BIN/pg_config" && make -s install PG_CONFIG="$BIN/pg_config"
 
 mkdir -p "$OUT"
