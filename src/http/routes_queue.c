@@ -39,12 +39,6 @@ static QsPlan renew_plan = {
 	"SELECT queen.renew_lease($1, $2, $3)", 3, {TEXTOID, INT4OID, UUIDOID}
 };
 
-static QsPlan partition_queue_plan = {
-	"SELECT q.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE p.id = $1 AND q.tenant_id = $2",
-	2, {UUIDOID, UUIDOID}
-};
-
 /* Parsed request bodies kept on the request between steps. */
 typedef struct QsBody
 {
@@ -309,22 +303,16 @@ ack_run(QsReq *req)
 	for (int i = 0; i < n; i++)
 	{
 		pg_uuid_t	pid;
-		Datum		pargs[2];
+		char	   *queue;
 
+		CHECK_FOR_INTERRUPTS();
 		if (items[i] == NULL ||
 			!qs_json_uuid(items[i], "partitionId", "ack", false, &pid) ||
 			qs_partition_stat(&pid, &req->tenant) != NULL)
 			continue;
-		pargs[0] = qs_uuid_datum(&pid);
-		pargs[1] = args[1];
-		qs_exec(&partition_queue_plan, pargs, NULL, 1);
-		if (SPI_processed == 1)
-		{
-			bool		isnull;
-
-			qs_partition_stat_remember(&pid, &req->tenant,
-									   TextDatumGetCString(qs_col(0, 1, &isnull)));
-		}
+		queue = qs_partition_owned(&req->tenant, &pid, false);
+		if (queue)
+			qs_partition_stat_remember(&pid, &req->tenant, queue);
 	}
 	qs_spi_finish();
 	respond_jsonb(req, 200, b->response);

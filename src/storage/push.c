@@ -391,21 +391,6 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 	return groups;
 }
 
-/* Names are checked again on resolve; here the error can name the item. */
-static void
-check_item_name(const char *what, const char *key, const char *name)
-{
-	if (name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s: \"%s\" must not be empty", what, key)));
-	if (strlen(name) > 255)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s: \"%s\" is too long", what, key),
-				 errdetail("Names are at most 255 bytes.")));
-}
-
 /*
  * An item's transaction id: the client's own when it gave a non-empty one
  * (only those can repeat, so only those are probed for duplicates), else
@@ -481,8 +466,9 @@ qs_push(PG_FUNCTION_ARGS)
 		it->partition = qs_json_string(o, "partition", what, false);
 		if (it->partition == NULL)
 			it->partition = "Default";
-		check_item_name(what, "queue", it->queue);
-		check_item_name(what, "partition", it->partition);
+		/* checked again on resolve; here the error can name the item */
+		qs_check_name("queue", what, it->queue);
+		qs_check_name("partition", what, it->partition);
 		qs_uuid7(&it->id);
 		qs_push_item_txn(it, o, what);
 		it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);

@@ -53,9 +53,13 @@ typedef struct QsPartition
 	bool		encrypt;
 } QsPartition;
 
-extern void qs_check_name(const char *kind, const char *name);
 extern bool qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 								 const char *partition, bool create, QsPartition *out);
+/* the id of the tenant's queue, else 42704 (qs_queue_not_found); inside SPI */
+extern void qs_queue_not_found(const char *queue) pg_attribute_noreturn();
+extern Datum qs_queue_id(const pg_uuid_t *tenant, const char *queue);
+/* the queue of a partition the tenant owns, or NULL; inside SPI */
+extern char *qs_partition_owned(const pg_uuid_t *tenant, const pg_uuid_t *pid, bool lock);
 
 typedef struct QsAppendResult
 {
@@ -75,6 +79,8 @@ typedef bytea *(*QsBlobBuilder) (void *arg);
 extern void qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 								   const uint8 *hashes, QsBlobBuilder build, void *arg,
 								   int64 verified, const bool *probe, QsAppendResult *res);
+/* "dups": [{"i": frame index, "off": the original's offset}, ...] */
+extern void qs_write_dups(QsJson *j, int ndups, const int *dup_idx, const int64 *dup_off);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
 extern void qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
 							pg_uuid_t *ids, bool *found);

@@ -108,8 +108,8 @@ parse_push(JsonbContainer *o, const char *what, const char *psub, QsPushItem *it
 	it->partition = qs_json_string(o, "partition", what, false);
 	if (it->partition == NULL)
 		it->partition = "Default";
-	qs_check_name("queue", it->queue);
-	qs_check_name("partition", it->partition);
+	qs_check_name("queue", NULL, it->queue);
+	qs_check_name("partition", NULL, it->partition);
 	qs_uuid7(&it->id);
 	qs_push_item_txn(it, o, what);
 	it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);

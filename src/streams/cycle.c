@@ -42,12 +42,6 @@ typedef struct CycleOut
 	QsJson	   *j;				/* push_results and ack_result go here */
 } CycleOut;
 
-static QsPlan partition_owner_plan = {
-	"SELECT q.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE p.id = $1 AND q.tenant_id = $2",
-	2, {UUIDOID, UUIDOID}
-};
-
 static QsPlan query_owner_plan = {
 	"SELECT 1 FROM queen_streams.queries WHERE id = $1 AND tenant_id = $2",
 	2, {UUIDOID, UUIDOID}
@@ -228,17 +222,7 @@ push_sinks(CycleReq *r, CycleOut *out)
 				qsj_time(j, "createdAt", pg->created_at);
 			}
 			if (pg->ndups > 0)
-			{
-				qsj_array(j, "dups");
-				for (int d = 0; d < pg->ndups; d++)
-				{
-					qsj_object(j, NULL);
-					qsj_int(j, "i", pg->dup_idx[d]);
-					qsj_int(j, "off", pg->dup_off[d]);
-					qsj_end_object(j);
-				}
-				qsj_end_array(j);
-			}
+				qs_write_dups(j, pg->ndups, pg->dup_idx, pg->dup_off);
 			qsj_end_object(j);
 		}
 	}
@@ -371,16 +355,14 @@ static void
 run_cycle(CycleReq *r, CycleOut *out)
 {
 	Datum		args[2];
-	bool		isnull;
+	char	   *queue;
 
-	args[0] = qs_uuid_datum(&r->pid);
-	args[1] = qs_uuid_datum(&r->tenant);
-	qs_exec(&partition_owner_plan, args, NULL, 1);
-	if (SPI_processed != 1)
+	queue = qs_partition_owned(&r->tenant, &r->pid, false);
+	if (queue == NULL)
 		raise_cycle("partition not found");
-	out->queue_name = MemoryContextStrdup(out->outer,
-										  TextDatumGetCString(qs_col(0, 1, &isnull)));
+	out->queue_name = MemoryContextStrdup(out->outer, queue);
 	args[0] = qs_uuid_datum(&r->qid);
+	args[1] = qs_uuid_datum(&r->tenant);
 	qs_exec(&query_owner_plan, args, NULL, 1);
 	if (SPI_processed != 1)
 		raise_cycle("query not found");
