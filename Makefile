@@ -37,6 +37,7 @@ OBJS = \
 	src/storage/codec.o \
 	src/storage/configure.o \
 	src/storage/groups.o \
+	src/storage/groups_seek.o \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
