@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up and runs every test suite of queen_streams against throwaway
-# PostgreSQL instances: pg_regress, the isolation tester, pgTAP and TAP.
+# PostgreSQL instances: the layering check, pg_regress, the isolation
+# tester, pgTAP and TAP.
 # Run as root on Debian bookworm (installs what is missing); the servers
 # themselves run as the unprivileged user `postgres`.
 #
 # While developing, a subset can be run (CI runs everything):
 #   QS_REGRESS="configure pop"  QS_ISOLATION="pop_pop"  QS_TAP="test/t/001_http_routes.pl"
-#   QS_SUITES="regress tap"     (any of: regress pgtap tap; default all)
+#   QS_SUITES="regress tap"     (any of: lint regress pgtap tap; default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -43,11 +44,21 @@ count_pg_regress() {	# counts "ok"/"FAILED" lines of pg_regress output
 cd "$WORK"
 status=0
 
-SUITES=${QS_SUITES:-regress pgtap tap}
+SUITES=${QS_SUITES:-lint regress pgtap tap}
 want() { [[ " $SUITES " == *" $1 "* ]]; }
 SUBSET=()
 [ -n "${QS_REGRESS:-}" ] && SUBSET+=("REGRESS=$QS_REGRESS")
 [ -n "${QS_ISOLATION+x}" ] && SUBSET+=("ISOLATION=$QS_ISOLATION")
+
+if want lint; then
+	note "== lint (scripts/check-layers.sh)"
+	if bash scripts/check-layers.sh 2>&1 | tee "$WORK/lint.out"; then
+		passed=$((passed + 1))
+	else
+		status=1
+		failed=$((failed + $(grep -c ': \(includes\|declares\) ' "$WORK/lint.out" || true)))
+	fi
+fi
 
 if want regress; then
 note "== pg_regress and isolation (throwaway instances, library preloaded)"
