@@ -164,10 +164,10 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 
 	qs_exec((QsPlan *) plan, args, nulls, 1);
 	if (SPI_processed != 1)
-		elog(ERROR, "queen_streams: %s returned no row", ((QsPlan *) plan)->sql);
+		elog(ERROR, "%s returned no row", ((QsPlan *) plan)->sql);
 	d = qs_col(0, 1, &isnull);
 	if (isnull)
-		elog(ERROR, "queen_streams: %s returned NULL", ((QsPlan *) plan)->sql);
+		elog(ERROR, "%s returned NULL", ((QsPlan *) plan)->sql);
 	old = MemoryContextSwitchTo(into);
 	jb = DatumGetJsonbPCopy(d);
 	MemoryContextSwitchTo(old);
@@ -702,7 +702,7 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 			/* the whole error to the server log, words without its text to the client */
 			ereport(LOG,
 					(errcode(edata->sqlerrcode),
-					 errmsg("queen_streams http: %s %s failed: %s",
+					 errmsg("HTTP request %s %s failed: %s",
 							req->method, req->url, edata->message),
 					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
 					 edata->context ? errcontext("%s", edata->context) : 0));

@@ -204,7 +204,7 @@ load_subscription(PopCtx *c, const char *mode, const char *from, TimestampTz fro
 		args[1] = CStringGetTextDatum(c->group);
 		qs_exec(&sub_get_plan, args, NULL, 1);
 		if (SPI_processed == 0)
-			elog(ERROR, "queen_streams: subscription row vanished");
+			elog(ERROR, "subscription row vanished");
 	}
 	c->seek_ts = DatumGetTimestampTz(qs_col(0, 2, &isnull));
 	c->seek = !isnull;

@@ -103,13 +103,9 @@ static QsPlan ranges_plan = {
 	3, {UUIDOID, INT8OID, INT8OID}
 };
 
-static void
-raise_cycle(const char *msg)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("%s", msg)));
-}
+/* A refused cycle request: 22023, which the cycle answers as its error. */
+#define raise_cycle(...) \
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(__VA_ARGS__)))
 
 /* status counts as success for completed|success|acked|ok and when absent */
 static void
@@ -130,7 +126,8 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 		char	   *type;
 
 		if (o == NULL || !JsonContainerIsObject(o))
-			raise_cycle(psprintf("state_ops[%d] must be a JSON object", i));
+			raise_cycle("state_ops[%d] must be a JSON object", i);
+		/* "Unknown state_op type" is Queen's wording, as its clients match it */
 		if (!qs_json_get(o, "type", &tv))
 			raise_cycle("Unknown state_op type: null");
 		type = qs_json_cstring(&tv);
@@ -138,12 +135,12 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 		{
 			int			len;
 
-			raise_cycle(psprintf("Unknown state_op type: %s", qs_json_text(&tv, &len)));
+			raise_cycle("Unknown state_op type: %s", qs_json_text(&tv, &len));
 		}
 		if (strcmp(type, "upsert") != 0 && strcmp(type, "delete") != 0)
-			raise_cycle(psprintf("Unknown state_op type: %s", type));
+			raise_cycle("Unknown state_op type: %s", type);
 		if (!qs_json_get(o, "key", &kv) || kv.type != jbvString)
-			raise_cycle(psprintf("state_ops[%d]: key must be a string", i));
+			raise_cycle("state_ops[%d]: key must be a string", i);
 		args[2] = PointerGetDatum(cstring_to_text_with_len(kv.val.string.val, kv.val.string.len));
 		if (type[0] == 'u')
 		{
@@ -181,7 +178,7 @@ push_sinks(CycleReq *r, CycleOut *out)
 
 		snprintf(what, sizeof(what), "push_items[%d]", i);
 		if (o == NULL || !JsonContainerIsObject(o))
-			raise_cycle(psprintf("%s must be a JSON object", what));
+			raise_cycle("%s must be a JSON object", what);
 		queue = qs_json_string(o, "queue", what, false);
 		if (queue == NULL || queue[0] == '\0')
 			continue;			/* an item without a queue is skipped */
