@@ -112,6 +112,54 @@ SQL
 }
 files() { local f; for f in "$W"/scripts/"$1".*.sql; do printf -- '-f scripts/%s ' "${f##*/}"; done; }
 
+# ---------------------------------------------------------------- single calls
+# First, while the shared dedup cache holds only what these points push.
+# server-side ms of one statement
+sms() { Q -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
+# text bodies: queue, n, payload pad bytes, txn prefix ('' = none)
+body() {
+	echo "SELECT '{\"items\":[' || string_agg(format('{\"queue\":\"$1\",%s\"payload\":{\"i\":%s,\"pad\":\"%s\"}}',
+	      CASE WHEN '$4' = '' THEN '' ELSE format('\"transactionId\":\"$4%s\",', i) END, i, repeat('x', $3)), ',')
+	      || ']}' FROM generate_series(1, $2) i"
+}
+Q -c "CREATE TABLE bodies (name text PRIMARY KEY, b text)"
+Q -c "INSERT INTO bodies SELECT 'n10k', ($(body lin10 10000 100 n))"
+Q -c "INSERT INTO bodies SELECT 'n100k', ($(body lin100 100000 100 n))"
+Q -c "INSERT INTO bodies SELECT 'retry', ($(body retryq 3000 2000 r))"
+log "N items in one push"
+T10=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'n10k'")
+T100=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'n100k'")
+log "fully duplicate retry"
+ORIG=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
+RETRY=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
+RETRY_DUPS=$(Q -c "SELECT count(*) FILTER (WHERE e->>'status' = 'duplicate')
+	FROM bodies, jsonb_array_elements(queen.push_text(b)) e WHERE name = 'retry'")
+
+log "a window of $NH hashes"
+Q -c "SELECT count(*) FROM (SELECT queen.push_text((SELECT '{\"items\":[' || string_agg(format(
+	'{\"queue\":\"bigwin\",\"transactionId\":\"w%s-%s\",\"payload\":%s}', k, i, i), ',') || ']}'
+	FROM generate_series(1, 10000) i)) FROM generate_series(1, $NH / 10000) k) x" >/dev/null
+Q -c "SELECT queen.push_text('{\"items\":[{\"queue\":\"emptywin\",\"transactionId\":\"e0\",\"payload\":0}]}')" >/dev/null
+HASHES=$(Q -c "SELECT sum(t.end_offset - t.base_offset + 1) FROM queen.log_txns t
+	JOIN queen.log_partitions p ON p.id = t.partition_id JOIN queen.queues q ON q.id = p.queue_id
+	WHERE q.name = 'bigwin'")
+hund() { echo "SELECT length(queen.push_text((SELECT '{\"items\":[' || string_agg(format(
+	'{\"queue\":\"$1\",\"transactionId\":\"$2%s\",\"payload\":%s}', i, i), ',') || ']}'
+	FROM generate_series(1, 100) i))::text)"; }
+sms "$(hund bigwin first-)" >/dev/null	# the first push since start reads the window into the shared cache
+warm() {	# mean server ms of 20 pushes on one connection
+	{ echo '\timing on'; for i in $(seq 1 20); do echo "$(hund "$1" "$2$i-");"; done; } >"$W/warm.sql"
+	chmod 644 "$W/warm.sql"
+	Q -f "$W/warm.sql" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | awk '{s += $1} END {printf "%.2f", s / NR}'
+}
+fresh() {	# mean server ms of the first push of 10 new connections
+	local s=0 i
+	for i in $(seq 1 10); do s=$(echo "$s + $(sms "$(hund "$1" "$2$i-")")" | bc); done
+	echo "scale=2; $s / 10" | bc
+}
+WB=$(warm bigwin wb-); WE=$(warm emptywin we-)
+NB=$(fresh bigwin nb-); NE=$(fresh emptywin ne-)
+
 # ---------------------------------------------------------------- pgbench points
 INV=0
 pgb() { (cd "$W" && as_pg "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n "$@" bench); }
@@ -186,53 +234,6 @@ LEFT_Q=$(Q -c "SELECT min(p.last_offset - coalesce(c.committed, -1)) FROM queen.
 	JOIN queen.queues q ON q.id = p.queue_id LEFT JOIN queen.log_consumers c ON c.partition_id = p.id
 	WHERE q.name = 'bench_pop'")
 LEFT_B=$(Q -c "SELECT count(*) FROM bench.q_pop")
-
-# ---------------------------------------------------------------- single calls
-# server-side ms of one statement
-sms() { Q -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
-# text bodies: queue, n, payload pad bytes, txn prefix ('' = none)
-body() {
-	echo "SELECT '{\"items\":[' || string_agg(format('{\"queue\":\"$1\",%s\"payload\":{\"i\":%s,\"pad\":\"%s\"}}',
-	      CASE WHEN '$4' = '' THEN '' ELSE format('\"transactionId\":\"$4%s\",', i) END, i, repeat('x', $3)), ',')
-	      || ']}' FROM generate_series(1, $2) i"
-}
-Q -c "CREATE TABLE bodies (name text PRIMARY KEY, b text)"
-Q -c "INSERT INTO bodies SELECT 'n10k', ($(body lin10 10000 100 n))"
-Q -c "INSERT INTO bodies SELECT 'n100k', ($(body lin100 100000 100 n))"
-Q -c "INSERT INTO bodies SELECT 'retry', ($(body retryq 3000 2000 r))"
-log "N items in one push"
-T10=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'n10k'")
-T100=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'n100k'")
-log "fully duplicate retry"
-ORIG=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
-RETRY=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
-RETRY_DUPS=$(Q -c "SELECT count(*) FILTER (WHERE e->>'status' = 'duplicate')
-	FROM bodies, jsonb_array_elements(queen.push_text(b)) e WHERE name = 'retry'")
-
-log "a window of $NH hashes"
-Q -c "SELECT count(*) FROM (SELECT queen.push_text((SELECT '{\"items\":[' || string_agg(format(
-	'{\"queue\":\"bigwin\",\"transactionId\":\"w%s-%s\",\"payload\":%s}', k, i, i), ',') || ']}'
-	FROM generate_series(1, 10000) i)) FROM generate_series(1, $NH / 10000) k) x" >/dev/null
-Q -c "SELECT queen.push_text('{\"items\":[{\"queue\":\"emptywin\",\"transactionId\":\"e0\",\"payload\":0}]}')" >/dev/null
-HASHES=$(Q -c "SELECT sum(t.end_offset - t.base_offset + 1) FROM queen.log_txns t
-	JOIN queen.log_partitions p ON p.id = t.partition_id JOIN queen.queues q ON q.id = p.queue_id
-	WHERE q.name = 'bigwin'")
-hund() { echo "SELECT length(queen.push_text((SELECT '{\"items\":[' || string_agg(format(
-	'{\"queue\":\"$1\",\"transactionId\":\"$2%s\",\"payload\":%s}', i, i), ',') || ']}'
-	FROM generate_series(1, 100) i))::text)"; }
-sms "$(hund bigwin first-)" >/dev/null	# the first push since start reads the window into the shared cache
-warm() {	# mean server ms of 20 pushes on one connection
-	{ echo '\timing on'; for i in $(seq 1 20); do echo "$(hund "$1" "$2$i-");"; done; } >"$W/warm.sql"
-	chmod 644 "$W/warm.sql"
-	Q -f "$W/warm.sql" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | awk '{s += $1} END {printf "%.2f", s / NR}'
-}
-fresh() {	# mean server ms of the first push of 10 new connections
-	local s=0 i
-	for i in $(seq 1 10); do s=$(echo "$s + $(sms "$(hund "$1" "$2$i-")")" | bc); done
-	echo "scale=2; $s / 10" | bc
-}
-WB=$(warm bigwin wb-); WE=$(warm emptywin we-)
-NB=$(fresh bigwin nb-); NE=$(fresh emptywin ne-)
 
 # ---------------------------------------------------------------- table
 r() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }

@@ -114,6 +114,7 @@ push_run(QsReq *req)
 	else
 	{
 		args[0] = PointerGetDatum(cstring_to_text_with_len(req->body.data, req->body.len));
+		qs_push_text_parse_clear();
 		PG_TRY();
 		{
 			b->response = qs_http_call(&push_plan, args, nulls, req->ctx);

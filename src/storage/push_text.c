@@ -455,81 +455,94 @@ pt_scalar(void *state, char *token, JsonTokenType type)
 		pfree(token);
 }
 
-/* One result per item, as queen.push answers. */
+/*
+ * One result per item, as queen.push answers, built as a jsonb value
+ * directly: each object's keys are already in jsonb's order (shorter
+ * first), so nothing is sorted or parsed.
+ */
 static void
-put_str(JsonbParseState **ps, const char *key, const char *val, int len)
+str_value(JsonbValue *v, const char *s, int len)
 {
-	JsonbValue	v;
-
-	v.type = jbvString;
-	v.val.string.val = (char *) key;
-	v.val.string.len = strlen(key);
-	pushJsonbValue(ps, WJB_KEY, &v);
-	if (val == NULL)
-		v.type = jbvNull;
-	else
+	if (s == NULL)
 	{
-		v.val.string.val = (char *) val;
-		v.val.string.len = len;
+		v->type = jbvNull;
+		return;
 	}
-	pushJsonbValue(ps, WJB_VALUE, &v);
-}
-
-static void
-put_uuid(JsonbParseState **ps, const char *key, const pg_uuid_t *u)
-{
-	char	   *s = palloc(QS_UUID_STRLEN + 1);
-
-	qs_uuid_format(u, s);
-	put_str(ps, key, s, QS_UUID_STRLEN);
+	v->type = jbvString;
+	v->val.string.val = (char *) s;
+	v->val.string.len = len;
 }
 
 static Jsonb *
 answer(QsPushItem *items, int n)
 {
-	JsonbParseState *ps = NULL;
-	JsonbValue *res;
-	JsonbValue	v;
+	static const char *const keys[7] = {
+		"index", "status", "trace_id", "queueName", "message_id", "partition_id", "transaction_id"
+	};
+	JsonbValue	arr;
+	JsonbValue *elems = palloc(sizeof(JsonbValue) * Max(n, 1));
+	JsonbPair  *pairs = palloc(sizeof(JsonbPair) * 7 * Max(n, 1));
+	char	   *ids = palloc((Size) (QS_UUID_STRLEN + 1) * 3 * Max(n, 1));
 
-	pushJsonbValue(&ps, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < n; i++)
 	{
 		QsPushItem *it = &items[i];
+		JsonbPair  *p = &pairs[7 * i];
+		char	   *id = ids + (Size) (QS_UUID_STRLEN + 1) * 3 * i;
 
 		CHECK_FOR_INTERRUPTS();
-		pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
-		v.type = jbvString;
-		v.val.string.val = "index";
-		v.val.string.len = 5;
-		pushJsonbValue(&ps, WJB_KEY, &v);
-		v.type = jbvNumeric;
-		v.val.numeric = int64_to_numeric(i);
-		pushJsonbValue(&ps, WJB_VALUE, &v);
-		put_uuid(&ps, "message_id", &it->result_id);
-		put_str(&ps, "transaction_id", it->txn, it->txn_len);
-		put_uuid(&ps, "partition_id", &it->pid);
-		if (it->has_trace)
-			put_uuid(&ps, "trace_id", &it->trace);
-		else
-			put_str(&ps, "trace_id", NULL, 0);
-		put_str(&ps, "queueName", it->queue, strlen(it->queue));
+		for (int k = 0; k < 7; k++)
+		{
+			str_value(&p[k].key, keys[k], strlen(keys[k]));
+			p[k].order = k;
+		}
+		p[0].value.type = jbvNumeric;
+		p[0].value.val.numeric = int64_to_numeric(i);
 		if (it->status == QS_PUSH_QUEUED)
-			put_str(&ps, "status", "queued", 6);
+			str_value(&p[1].value, "queued", 6);
 		else
-			put_str(&ps, "status", "duplicate", 9);
-		pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
+			str_value(&p[1].value, "duplicate", 9);
+		if (it->has_trace)
+		{
+			qs_uuid_format(&it->trace, id + 2 * (QS_UUID_STRLEN + 1));
+			str_value(&p[2].value, id + 2 * (QS_UUID_STRLEN + 1), QS_UUID_STRLEN);
+		}
+		else
+			str_value(&p[2].value, NULL, 0);
+		str_value(&p[3].value, it->queue, strlen(it->queue));
+		qs_uuid_format(&it->result_id, id);
+		str_value(&p[4].value, id, QS_UUID_STRLEN);
+		qs_uuid_format(&it->pid, id + QS_UUID_STRLEN + 1);
+		str_value(&p[5].value, id + QS_UUID_STRLEN + 1, QS_UUID_STRLEN);
+		str_value(&p[6].value, it->txn, it->txn_len);
+		elems[i].type = jbvObject;
+		elems[i].val.object.nPairs = 7;
+		elems[i].val.object.pairs = p;
 	}
-	res = pushJsonbValue(&ps, WJB_END_ARRAY, NULL);
-	return JsonbValueToJsonb(res);
+	arr.type = jbvArray;
+	arr.val.array.nElems = n;
+	arr.val.array.elems = elems;
+	arr.val.array.rawScalar = false;
+	return JsonbValueToJsonb(&arr);
 }
 
-/* Set while the text is parsed: an error then is the text's (bad JSON). */
+/*
+ * Set while the text is parsed: an error then is the text's (bad JSON).
+ * The listener clears it before each call, so an error raised before
+ * push_text runs is never taken for the text's.
+ */
 static bool in_parse = false;
 
 bool
 qs_push_text_parse_failed(void)
 {
 	return in_parse;
+}
+
+void
+qs_push_text_parse_clear(void)
+{
+	in_parse = false;
 }
 
 /* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */

@@ -167,6 +167,7 @@ extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, in
 								  bool repack, int *ngroups);
 /* push_text.c: whether the last queen.push_text failed on its text (bad JSON) */
 extern bool qs_push_text_parse_failed(void);
+extern void qs_push_text_parse_clear(void);
 /* the same, one item at a time (queen.push_text adds each as it is parsed) */
 typedef struct QsPushBatch QsPushBatch;
 extern QsPushBatch *qs_push_begin(bool repack);
