@@ -180,6 +180,26 @@ SELECT p.name, s.end_offset - s.base_offset + 1 AS frames,
   FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
   JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'bigt' ORDER BY 1;
 
+-- A fully duplicate retry (a client that lost the answer): 3,000 items with
+-- 2 KB payloads sent again, through push_text and through push: every item
+-- a duplicate naming its original id, nothing stored twice.
+CREATE TEMP TABLE retry_body AS
+SELECT '{"items":[' || string_agg(format('{"queue":"retryq","partition":"p%s","transactionId":"rt%s","payload":{"i":%s,"pad":"%s"}}',
+         i % 3, i, i, repeat('x', 2000)), ',') || ']}' AS t
+  FROM generate_series(1, 3000) i;
+CREATE TEMP TABLE retry_orig AS SELECT queen.push_text(t) AS r FROM retry_body;
+CREATE TEMP TABLE retry_again AS SELECT queen.push_text(t) AS r1, queen.push(t::jsonb) AS r2 FROM retry_body;
+WITH o AS (SELECT n, x FROM retry_orig, jsonb_array_elements(r) WITH ORDINALITY e(x, n)),
+     t AS (SELECT n, x FROM retry_again, jsonb_array_elements(r1) WITH ORDINALITY e(x, n)),
+     j AS (SELECT n, x FROM retry_again, jsonb_array_elements(r2) WITH ORDINALITY e(x, n))
+SELECT count(*) FILTER (WHERE o.x->>'status' = 'queued') AS original_queued,
+       count(*) FILTER (WHERE t.x->>'status' = 'duplicate' AND t.x->>'message_id' = o.x->>'message_id') AS text_retry_original_ids,
+       count(*) FILTER (WHERE j.x->>'status' = 'duplicate' AND j.x->>'message_id' = o.x->>'message_id') AS jsonb_retry_original_ids
+  FROM o JOIN t USING (n) JOIN j USING (n);
+SELECT sum(s.end_offset - s.base_offset + 1) AS frames_stored
+  FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'retryq';
+
 -- A huge push_text is cancelled by statement_timeout while it parses:
 -- 57014, and nothing of it is written.
 CREATE TEMP TABLE cut_text AS
