@@ -42,6 +42,7 @@ OBJS = \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/push.o \
+	src/storage/push_text.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
 	src/storage/transaction.o \

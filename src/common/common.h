@@ -70,6 +70,7 @@ extern QsPushedHook qs_pushed_hook;
 extern const char *qs_text_problem(const char *s, size_t len, size_t max_len);
 extern void qs_check_text(const char *what, const char *s, size_t len, size_t max_len);
 /* a name (queue, partition, namespace...): not empty, and the text rule within QS_NAME_MAX */
+extern const char *qs_name_problem(const char *name);
 extern void qs_check_name(const char *kind, const char *item, const char *name);
 
 /* uuid7.c */

@@ -269,6 +269,7 @@ extern void qs_http_dispatch(QsReq *req);
 extern void qs_http_retry(QsReq *req);
 extern void qs_http_error(QsReq *req, int status, const char *message);
 extern void qs_http_json(QsReq *req, int status, const char *json, int len);
+extern void qs_http_body_check(QsReq *req);
 extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern const char *qs_http_query_value(QsReq *req, const char *key);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);

@@ -113,13 +113,10 @@ qs_http_jsonb_text(Jsonb *jb, int *len)
 	return out.data;
 }
 
-/* The body as jsonb, parsed with no transaction; bad JSON is invalid input. */
-Jsonb *
-qs_http_body_jsonb(QsReq *req)
+/* A JSON body must be there, free of NUL and in the database's encoding. */
+void
+qs_http_body_check(QsReq *req)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	Jsonb	   *volatile jb = NULL;
-
 	if (req->body.len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -130,6 +127,16 @@ qs_http_body_jsonb(QsReq *req)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("bad body: invalid byte sequence for encoding \"%s\"",
 						GetDatabaseEncodingName())));
+}
+
+/* The body as jsonb, parsed with no transaction; bad JSON is invalid input. */
+Jsonb *
+qs_http_body_jsonb(QsReq *req)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Jsonb	   *volatile jb = NULL;
+
+	qs_http_body_check(req);
 	PG_TRY();
 	{
 		jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(req->body.data)));
