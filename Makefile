@@ -17,6 +17,7 @@ OBJS = \
 	src/common/text.o \
 	src/common/uuid7.o \
 	src/http/daemon.o \
+	src/http/group.o \
 	src/http/limits.o \
 	src/http/metrics.o \
 	src/http/parked.o \
