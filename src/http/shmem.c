@@ -9,6 +9,7 @@
  * came over HTTP or plain SQL. Nothing here raises after commit.
  */
 #include "http/http_int.h"
+#include "streams/streams.h"
 
 #include "access/xact.h"
 #include "common/hashfn.h"
@@ -228,7 +229,10 @@ pending_apply(void)
 		moved = true;
 	}
 	if (moved)
+	{
 		pg_atomic_fetch_add_u64(&s->wakes, 1);
+		qs_streams_wake();		/* declared streams may read these queues */
+	}
 	for (int w = 0; wake != 0 && w < QS_MAX_WORKERS; w++)
 	{
 		if ((wake & (UINT64CONST(1) << w)) == 0)
