@@ -216,6 +216,5 @@ END $$;
 SELECT jsonb_array_length(b->'streams') AS streams, b->'streams'->0->>'name' AS first,
        b->'streams'->0->'partitions' AS partitions
   FROM queen_streams.streams() b;
-SELECT count(*) AS workers_here FROM queen_streams.stream_workers() WHERE false;
 
 DROP EXTENSION queen_streams CASCADE;

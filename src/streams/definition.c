@@ -69,9 +69,13 @@ get_string(JsonbContainer *obj, const char *key, const char *field, bool require
 	return pnstrdup(v.val.string.val, v.val.string.len);
 }
 
-/* Seconds: a whole number within [min, max]; absent is dflt (-1: required). */
+/*
+ * A whole number within [min, max] (of seconds when `seconds`); absent is
+ * dflt (-1: required).
+ */
 static int
-get_seconds(JsonbContainer *obj, const char *key, const char *field, int dflt, int min, int max)
+get_whole(JsonbContainer *obj, const char *key, const char *field, int dflt, int min, int max,
+		  bool seconds)
 {
 	JsonbValue	v;
 	char	   *s;
@@ -85,13 +89,17 @@ get_seconds(JsonbContainer *obj, const char *key, const char *field, int dflt, i
 		return dflt;
 	}
 	if (v.type != jbvNumeric)
-		bad(field, "Must be a whole number of seconds.");
+		bad(field, seconds ? "Must be a whole number of seconds." : "Must be a whole number.");
 	s = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
 	n = strtol(s, &end, 10);
 	if (*end != '\0' || n < min || n > max)
-		bad(field, psprintf("Must be a whole number of seconds from %d to %d.", min, max));
+		bad(field, psprintf(seconds ? "Must be a whole number of seconds from %d to %d."
+							: "Must be a whole number from %d to %d.", min, max));
 	return (int) n;
 }
+
+#define get_seconds(obj, key, field, dflt, min, max) \
+	get_whole((obj), (key), (field), (dflt), (min), (max), true)
 
 static JsonbContainer *
 get_object(JsonbContainer *obj, const char *key, const char *field, bool required)
@@ -356,9 +364,9 @@ qs_def_parse(Jsonb *def, const char *name, QsStreamDef *d)
 	parse_time(obj, d);
 	parse_aggregates(obj, d);
 
-	d->batch = get_seconds(obj, "batch", "batch", 200, 1, 10000);
+	d->batch = get_whole(obj, "batch", "batch", 200, 1, 10000, false);
 	d->lease_s = get_seconds(obj, "lease", "lease", 30, 1, 3600);
-	d->partitions = get_seconds(obj, "partitions", "partitions", 4, 1, 1000);
+	d->partitions = get_whole(obj, "partitions", "partitions", 4, 1, 1000, false);
 	d->idle_flush_s = get_seconds(obj, "idle_flush", "idle_flush", 5, 0, 86400);
 	d->reset = false;
 	if (qs_json_get(obj, "reset", &v))
