@@ -19,10 +19,10 @@ PARTS=8
 KEYS=50
 
 if [ -n "${QS_BENCH_PGROOT:-}" ]; then
-	export PATH="$QS_BENCH_PGROOT/usr/lib/postgresql/15/bin:$PATH"
-	export PG_CONFIG="$QS_BENCH_PGROOT/usr/lib/postgresql/15/bin/pg_config"
 	make -s -j2 >/dev/null
 	make -s install DESTDIR="$QS_BENCH_PGROOT" >/dev/null
+	export PATH="$QS_BENCH_PGROOT/usr/lib/postgresql/15/bin:$PATH"
+	export PG_CONFIG="$QS_BENCH_PGROOT/usr/lib/postgresql/15/bin/pg_config"
 else
 	exec 9>/tmp/queen_streams.test.lock
 	flock 9

@@ -127,6 +127,18 @@ static QsPlan idle_plan = {
 	3, {UUIDOID, TEXTOID, FLOAT8OID}
 };
 
+/* The same conditions for one partition, checked again under the shard lock. */
+static QsPlan still_idle_plan = {
+	"SELECT 1 FROM queen_streams.state w"
+	"  JOIN queen.log_partitions p ON p.id = w.partition_id"
+	"  LEFT JOIN queen.log_consumers c ON c.partition_id = w.partition_id AND c.consumer_group = $2"
+	" WHERE w.query_id = $1 AND w.partition_id = $4 AND w.key = '__wm__'"
+	"   AND w.updated_at <= now() - make_interval(secs => $3)"
+	"   AND (c.partition_id IS NULL OR (c.committed >= p.last_offset"
+	"        AND (c.lease_expires_at IS NULL OR c.lease_expires_at < clock_timestamp())))",
+	4, {UUIDOID, TEXTOID, FLOAT8OID, UUIDOID}
+};
+
 static bool
 tables_ready(void)
 {
@@ -508,22 +520,32 @@ flush_partition(MemoryContext cxt, Stream *s, const pg_uuid_t *pid, const char *
 	PG_TRY();
 	{
 		char		pid_str[QS_UUID_STRLEN + 1];
-		Datum		args[2];
-		Jsonb	   *ripe;
-		Jsonb	   *wm;
+		Datum		args[4];
 		QsFoldOut	out;
 		char	   *prefix = psprintf("%s\x1f", s->def.tag);
 
+		memset(&out, 0, sizeof(out));
 		qs_uuid_format(pid, pid_str);
 		begin_step("queen_streams stream: idle flush");
 		args[0] = qs_uuid_datum(&s->qid);
 		args[1] = qs_uuid_datum(pid);
 		qs_exec(&shard_lock_plan, args, NULL, 1);
-		ripe = call_json(&state_plan, state_request(s, pid_str, prefix, true, false), &s->tenant);
-		wm = call_json(&state_plan, state_request(s, pid_str, NULL, false, true), &s->tenant);
-		qs_fold_flush(&s->def, pname, rows_of(ripe), rows_of(wm), &out);
-		if (out.windows > 0)
-			commit_cycle(s, pid_str, pid, &out, NULL, 0);
+		/* a fold may have committed since the partition was listed */
+		args[1] = CStringGetTextDatum(s->def.group);
+		args[2] = Float8GetDatum((double) s->def.idle_flush_s);
+		args[3] = qs_uuid_datum(pid);
+		qs_exec(&still_idle_plan, args, NULL, 1);
+		if (SPI_processed == 1)
+		{
+			Jsonb	   *ripe = call_json(&state_plan, state_request(s, pid_str, prefix, true, false),
+										 &s->tenant);
+			Jsonb	   *wm = call_json(&state_plan, state_request(s, pid_str, NULL, false, true),
+									   &s->tenant);
+
+			qs_fold_flush(&s->def, pname, rows_of(ripe), rows_of(wm), &out);
+			if (out.windows > 0)
+				commit_cycle(s, pid_str, pid, &out, NULL, 0);
+		}
 		end_step();
 		if (out.windows > 0)
 		{
