@@ -151,9 +151,13 @@ tables_ready(void)
 	return OidIsValid(ns) && OidIsValid(get_relname_relid("declared_stats", ns));
 }
 
+static MemoryContext step_caller = NULL;
+
+/* A transaction of its own; the caller's memory context is current again after it. */
 static void
 begin_step(const char *what)
 {
+	step_caller = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -168,6 +172,7 @@ end_step(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_activity(STATE_IDLE, NULL);
+	MemoryContextSwitchTo(step_caller);
 }
 
 /* An error of a step: rolled back, logged, and kept in declared_stats. */
