@@ -36,6 +36,7 @@ check_keys(JsonbContainer *obj, const char *prefix, const char *const *allowed)
 
 	while ((t = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (t == WJB_BEGIN_OBJECT)
 			depth++;
 		else if (t == WJB_END_OBJECT)

@@ -435,6 +435,7 @@ distinct_set(List *l)
 	{
 		const char *s = lfirst(lc);
 
+		CHECK_FOR_INTERRUPTS();
 		if (prev == NULL || strcmp(prev, s) != 0)
 			out = lappend(out, (void *) s);
 		prev = s;
@@ -510,7 +511,10 @@ acc_state(QsJson *j, const QsAggDef *g, Acc *a)
 				a->distinct = distinct_set(a->distinct);
 				qsj_array(j, g->name);
 				foreach(lc, a->distinct)
+				{
+					CHECK_FOR_INTERRUPTS();
 					qsj_str(j, NULL, lfirst(lc));
+				}
 				qsj_end_array(j);
 			}
 			break;
@@ -618,6 +622,7 @@ acc_load(const QsAggDef *g, Acc *a, JsonbContainer *acc)
 				{
 					JsonbValue *e = getIthJsonbValueFromContainer(arr, i);
 
+					CHECK_FOR_INTERRUPTS();
 					if (e->type == jbvString)
 						a->distinct = lappend(a->distinct,
 											  pnstrdup(e->val.string.val, e->val.string.len));
