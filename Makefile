@@ -58,9 +58,14 @@ OBJS = \
 	src/storage/messages.o \
 	src/storage/message_get.o \
 	src/streams/cycle.o \
+	src/streams/declare.o \
+	src/streams/definition.o \
+	src/streams/pool.o \
 	src/streams/register.o \
+	src/streams/runner.o \
 	src/streams/state.o \
-	src/streams/status.o
+	src/streams/status.o \
+	src/streams/window.o
 
 # Releases: each version's install script is frozen once released
 # (sql/queen_streams--0.1.0.sql). A release's changes are the fragments in

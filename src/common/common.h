@@ -26,6 +26,8 @@ extern int	qs_dedup_partition_entries;
 extern char *qs_encryption_key;
 extern bool qs_encryption_fail_open;
 extern bool qs_ack_requires_lease;
+extern int	qs_stream_workers;
+extern int	qs_stream_poll_ms;
 extern void qs_guc_init(void);
 
 /* jwt.c: bearer tokens and the access levels their `role` claim grants */
