@@ -310,6 +310,7 @@ typedef struct QsRoute
 
 extern const QsRoute qs_routes[];
 extern const int qs_nroutes;
+extern bool qs_route_needs_primary(QsRouteId id);
 extern const QsRouteDef qs_route_call;
 
 extern const QsRouteDef qs_route_push;
@@ -332,6 +333,14 @@ extern void qs_pop_park(QsReq *req);
 extern void qs_pop_unpark(QsReq *req);
 extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
+
+/* role.c: the node's role (primary or hot standby) and going away */
+extern bool qs_role_standby(void);
+extern char *qs_role_primary_address(void);
+extern bool qs_role_dying(void);
+extern bool qs_role_refuses(QsReq *req);
+extern void qs_role_after(QsReq *req);
+extern void qs_role_release_parked(void);
 
 /* samples.c: the first worker samples the counters for the charts */
 extern void qs_samples_take(void);

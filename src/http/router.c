@@ -729,7 +729,10 @@ qs_http_dispatch(QsReq *req)
 		qs_http_error(req, 404, "not found");
 		return;
 	}
+	if (qs_role_refuses(req))
+		return;
 	execute(req, def, true);
+	qs_role_after(req);
 	if (req->parked)
 		qs_pop_park(req);
 }
@@ -739,4 +742,5 @@ void
 qs_http_retry(QsReq *req)
 {
 	execute(req, route_def(req->route), false);
+	qs_role_after(req);
 }
