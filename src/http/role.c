@@ -98,9 +98,7 @@ qs_role_refuses(QsReq *req)
 
 /*
  * After a request ran, before its answer is queued: a server that is
- * shutting down or lost its postmaster answers 503 instead (see above); a
- * write that met a read-only server (25006: the route table's sorting
- * missed one, or the node is read-only) asks the client to retry too.
+ * shutting down or lost its postmaster answers 503 instead (see above).
  */
 void
 qs_role_after(QsReq *req)
@@ -110,8 +108,6 @@ qs_role_after(QsReq *req)
 		refuse(req, "this node is shutting down; retry on another node");
 		req->close = true;
 	}
-	else if (req->status == 503 && req->retry_after == NULL)
-		req->retry_after = "1";
 }
 
 /*
