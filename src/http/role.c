@@ -76,6 +76,13 @@ refuse(QsReq *req, const char *message)
 	qs_http_error(req, 503, message);
 }
 
+static void
+refuse_going_away(QsReq *req)
+{
+	refuse(req, "this node is shutting down; retry on another node");
+	req->close = true;
+}
+
 /*
  * Before a request runs (no transaction open): true when it was answered
  * 503 because this node is a standby and the route needs the primary, or
@@ -86,8 +93,7 @@ qs_role_refuses(QsReq *req)
 {
 	if (qs_role_dying())
 	{
-		refuse(req, "this node is shutting down; retry on another node");
-		req->close = true;
+		refuse_going_away(req);
 		return true;
 	}
 	if (!qs_route_needs_primary(req->route) || !qs_role_standby())
@@ -104,10 +110,7 @@ void
 qs_role_after(QsReq *req)
 {
 	if (qs_role_dying() && (req->status < 300 || req->parked))
-	{
-		refuse(req, "this node is shutting down; retry on another node");
-		req->close = true;
-	}
+		refuse_going_away(req);
 }
 
 /*
@@ -117,20 +120,7 @@ qs_role_after(QsReq *req)
 void
 qs_role_release_parked(void)
 {
-	dlist_mutable_iter it;
-	bool		any = false;
-
-	dlist_foreach_modify(it, &qs_parked)
-	{
-		QsPop	   *p = dlist_container(QsPop, park_node, it.cur);
-		QsReq	   *req = p->req;
-
-		qs_pop_unpark(req);
-		refuse(req, "this node is shutting down; retry on another node");
-		req->close = true;
-		qs_http_send_parked(req);
-		any = true;
-	}
-	for (int i = 0; any && i < 4; i++)
+	qs_parked_answer_all(refuse_going_away);
+	for (int i = 0; i < 4; i++)
 		qs_http_daemon_run();
 }
