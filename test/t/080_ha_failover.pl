@@ -127,7 +127,12 @@ die "register: $st" unless $st == 200;
 
 # ---- the standby's listener
 my ($doc, $hdr);
-($st, $doc) = req($surl, 'GET', '/health');
+for (1 .. 100)	# until the standby replayed CREATE EXTENSION
+{
+	($st, $doc) = req($surl, 'GET', '/health');
+	last if $st == 200;
+	sleep 0.1;
+}
 is($st, 200, 'standby: /health answers');
 is($doc->{status}, 'standby', 'standby: /health says standby');
 is($doc->{primary}, "127.0.0.1:$primary->{port}", 'standby: /health names the primary it streams from');
@@ -152,6 +157,8 @@ is($st, 200, 'standby: a read is served');
 ok($seen, 'standby: the read shows the queues configured on the primary');
 is($standby->safe_psql('postgres', "SELECT count(*) FROM queen.queues WHERE name LIKE 'fs%'"), '2',
 	'standby: SQL reads the replicated tables too');
+my $workers_sql = 'SELECT string_agg(pid::text, \' \' ORDER BY worker) FROM queen_streams.http_workers()';
+my $standby_workers = $standby->safe_psql('postgres', $workers_sql);
 
 # ---- the load, through both URLs
 my $work = "$dir/load";
@@ -255,7 +262,9 @@ note(sprintf("the parked pop was answered %s %.2f s after the kill", $pst // '-'
 
 ($st, $doc) = req($surl, 'GET', '/health');
 is($doc->{status} . '/' . $doc->{role}, 'healthy/primary',
-	'the promoted node says healthy, primary (same listener, no restart)');
+	'the promoted node says healthy, primary');
+is($standby->safe_psql('postgres', $workers_sql), $standby_workers,
+	'the promoted node serves with the workers it had as a standby (no restart)');
 
 for my $p (@pushers)
 {
