@@ -30,6 +30,8 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 D=${QS_HA_DIR:-/tmp/queen_streams-ha}
+# pg_autoctl takes defaults from these (a test harness sets PGHOST to its own socket directory)
+unset PGHOST PGHOSTADDR PGPORT PGDATA PGDATABASE PGUSER PGSERVICE PGSSLMODE
 MONITOR_PORT=${QS_HA_MONITOR_PORT:-6640}
 read -r -a PG_PORTS <<<"${QS_HA_PG_PORTS:-6641 6642}"
 read -r -a HTTP_PORTS <<<"${QS_HA_HTTP_PORTS:-6651 6652}"
