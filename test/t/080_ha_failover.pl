@@ -94,9 +94,16 @@ sub req
 # ---- the formation
 my $t0 = time;
 $started = 1;
-is(system($script, 'start'), 0, 'ha-formation.sh start: a primary and a synchronous secondary')
-  or BAIL_OUT('no formation: ' . join("\n", map { ("== $_", (QsFault::slurp_lines($_))[-15 .. -1]) }
-	  grep { -f } map { "$ENV{QS_HA_DIR}/$_/pg_autoctl.log" } qw(monitor node1 node2)));
+if (!is(system($script, 'start'), 0, 'ha-formation.sh start: a primary and a synchronous secondary'))
+{
+	for my $log (grep { -f } map { "$ENV{QS_HA_DIR}/$_/pg_autoctl.log" } qw(monitor node1 node2))
+	{
+		my @l = QsFault::slurp_lines($log);
+		diag(join "\n", "== $log", @l[ ($#l > 20 ? $#l - 20 : 0) .. $#l ]);
+	}
+	done_testing();
+	exit 1;
+}
 note(sprintf("formation up in %.1f s: %s", time - $t0, show()));
 my $s = states();
 my ($pname) = grep { $s->{$_} eq 'primary/primary' } keys %$s;
