@@ -23,6 +23,7 @@ OBJS = \
 	src/http/parked.o \
 	src/http/pattern.o \
 	src/http/router.o \
+	src/http/role.o \
 	src/http/routes.o \
 	src/http/routes_admin.o \
 	src/http/routes_api.o \

@@ -737,6 +737,8 @@ qs_http_dispatch(QsReq *req)
 		qs_http_error(req, 404, "not found");
 		return;
 	}
+	if (qs_role_refuses(req))
+		return;
 	if (!parse(req, def))
 		return;
 	/* a writing route waits for the worker's next group (group.c) */
@@ -746,6 +748,7 @@ qs_http_dispatch(QsReq *req)
 		return;
 	}
 	execute(req, def);
+	qs_role_after(req);
 }
 
 /* A parked pop retries (parked.c): same request, a new transaction. */
@@ -753,4 +756,5 @@ void
 qs_http_retry(QsReq *req)
 {
 	execute(req, qs_route_def(req->route));
+	qs_role_after(req);
 }

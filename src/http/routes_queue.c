@@ -431,15 +431,24 @@ const QsRouteDef qs_route_lease_extend = {lease_parse, lease_run, NULL, "lease e
 
 /* ---------------------------------------------------------------- health */
 
+/*
+ * "healthy" on the primary, "standby" on a hot standby (200 both: a standby
+ * serves reads), with the primary it streams from when it is streaming.
+ */
 static void
 health_run(QsReq *req)
 {
 	QsJson		j;
 	bool		installed = qs_extension_installed();
+	bool		standby = qs_role_standby();
+	char	   *primary = standby ? qs_role_primary_address() : NULL;
 
 	qsj_init(&j);
 	qsj_object(&j, NULL);
-	qsj_str(&j, "status", installed ? "healthy" : "unavailable");
+	qsj_str(&j, "status", !installed ? "unavailable" : standby ? "standby" : "healthy");
+	qsj_str(&j, "role", standby ? "standby" : "primary");
+	if (primary)
+		qsj_str(&j, "primary", primary);
 	qsj_str(&j, "database", get_database_name(MyDatabaseId));
 	qsj_bool(&j, "extension", installed);
 	qsj_str(&j, "version", QS_VERSION);
