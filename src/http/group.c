@@ -42,8 +42,8 @@ static dlist_head queue = DLIST_STATIC_INIT(queue);
 static int	nqueued = 0;
 
 /*
- * Routes that may write join groups: those that need more than read
- * access (pop takes leases). Reads and the listener's own routes run alone.
+ * Routes that may write join groups: those a standby refuses (pop takes
+ * leases). Reads and the listener's own routes run alone.
  */
 bool
 qs_group_wants(QsReq *req)
