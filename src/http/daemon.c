@@ -44,7 +44,7 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	buf[strcspn(buf, "\n")] = '\0';
 	/* client misbehaviour is routine; only start-up problems are worth a LOG */
 	ereport(starting ? LOG : DEBUG1,
-			(errmsg_internal("queen_streams http: %s", buf)));
+			(errmsg_internal("libmicrohttpd: %s", buf)));
 }
 
 /* Queue req's response on its connection (active or suspended). */
@@ -510,7 +510,7 @@ qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len)
 	/* libmicrohttpd closes the socket when it cannot take it */
 	if (MHD_add_connection(daemon_, fd, addr, len) != MHD_YES)
 		ereport(DEBUG1,
-				(errmsg_internal("queen_streams http: could not add a connection: %m")));
+				(errmsg_internal("could not add a connection: %m")));
 }
 
 /* Take the connections other workers handed to this one. */

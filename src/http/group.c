@@ -44,17 +44,15 @@ static dlist_head queue = DLIST_STATIC_INIT(queue);
 static int	nqueued = 0;
 
 /*
- * Routes that may write join groups: those that need more than read
- * access (pop takes leases). Reads and the listener's own routes run alone.
+ * Routes that may write join groups: those a standby refuses (pop takes
+ * leases). Reads and the listener's own routes run alone.
  */
 bool
 qs_group_wants(QsReq *req)
 {
-	const QsRouteDef *def = qs_route_def(req->route);
-	QsAccess	access = qs_routes[req->route].access;
-
-	return qs_http_group_max_requests > 1 && def->needs_xact &&
-		access != QS_ACCESS_NONE && access != QS_ACCESS_READ;
+	/* the routes that write are those a standby refuses (routes.c) */
+	return qs_http_group_max_requests > 1 && qs_route_def(req->route)->needs_xact &&
+		qs_route_needs_primary(req->route);
 }
 
 void
@@ -208,6 +206,7 @@ finish_member(QsReq *req)
 		}
 		PG_END_TRY();
 	}
+	qs_role_after(req);
 	if (req->parked)
 		qs_park(req);			/* still suspended: a wake-up answers it */
 	else

@@ -274,6 +274,7 @@ extern void qs_http_dispatch(QsReq *req);
 extern void qs_http_retry(QsReq *req);
 extern void qs_http_error(QsReq *req, int status, const char *message);
 extern void qs_http_json(QsReq *req, int status, const char *json, int len);
+extern void qs_http_body_check(QsReq *req);
 extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern const char *qs_http_query_value(QsReq *req, const char *key);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
@@ -335,6 +336,7 @@ typedef struct QsRoute
 
 extern const QsRoute qs_routes[];
 extern const int qs_nroutes;
+extern bool qs_route_needs_primary(QsRouteId id);
 extern const QsRouteDef qs_route_call;
 extern const QsRouteDef *qs_route_def(QsRouteId id);
 
@@ -363,8 +365,17 @@ extern void qs_unpark(QsReq *req);
 /* the worker: retry what is due; how long it may sleep */
 extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
+extern void qs_parked_answer_all(void (*answer) (QsReq *req));
 /* the push hook (common/hooks.c), any backend: count and wake at commit */
 extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
+
+/* role.c: the node's role (primary or hot standby) and going away */
+extern bool qs_role_standby(void);
+extern char *qs_role_primary_address(void);
+extern bool qs_role_dying(void);
+extern bool qs_role_refuses(QsReq *req);
+extern void qs_role_after(QsReq *req);
+extern void qs_role_release_parked(void);
 
 /* samples.c: the first worker samples the counters for the charts */
 extern void qs_samples_take(void);

@@ -5,6 +5,7 @@
  */
 #include "http/http_int.h"
 #include "storage/storage.h"
+#include "streams/streams.h"
 
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -126,6 +127,26 @@ header(StringInfo out, const char *name, const char *type, const char *help)
 	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static const char *const stream_metric[QS_SC_COUNT] = {
+	"queen_streams_stream_cycles_total",
+	"queen_streams_stream_cycles_failed_total",
+	"queen_streams_stream_events_total",
+	"queen_streams_stream_events_filtered_total",
+	"queen_streams_stream_events_late_total",
+	"queen_streams_stream_windows_total",
+	"queen_streams_stream_idle_flushes_total"
+};
+
+static const char *const stream_help[QS_SC_COUNT] = {
+	"Cycles the stream workers committed for declared streams.",
+	"Steps of the stream workers that failed and rolled back (pop, fold, cycle, flush).",
+	"Source messages folded by declared streams (each counted once per committed cycle).",
+	"Source messages a declared stream's filter left out.",
+	"Source messages that arrived too late for their windows (dropped or sent to the late queue).",
+	"Closed windows declared streams pushed to their sinks.",
+	"Idle-flush cycles of declared streams."
+};
+
 static const char *const stat_help[QS_STAT_COUNT] = {
 	"Messages pushed and committed (from HTTP, SQL and cycle sinks).",
 	"Messages delivered by HTTP pops.",
@@ -221,6 +242,15 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 		   "Wildcard pops that skipped a partition whose next segment does not decode.");
 	appendStringInfo(out, "queen_streams_corrupt_segment_skips_total " UINT64_FORMAT "\n",
 					 qs_corrupt_skips());
+	/* declared streams, server-wide (the stream workers count them: src/streams/pool.c) */
+	for (int k = 0; k < QS_SC_COUNT; k++)
+	{
+		header(out, stream_metric[k], "counter", stream_help[k]);
+		appendStringInfo(out, "%s " UINT64_FORMAT "\n", stream_metric[k],
+						 qs_stream_counter((QsStreamCounter) k));
+	}
+	header(out, "queen_streams_stream_workers_up", "gauge", "Stream workers running.");
+	appendStringInfo(out, "queen_streams_stream_workers_up %d\n", qs_stream_workers_up());
 
 queues:
 	for (int k = 0; k < QS_STAT_COUNT; k++)

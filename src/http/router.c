@@ -113,13 +113,10 @@ qs_http_jsonb_text(Jsonb *jb, int *len)
 	return out.data;
 }
 
-/* The body as jsonb, parsed with no transaction; bad JSON is invalid input. */
-Jsonb *
-qs_http_body_jsonb(QsReq *req)
+/* A JSON body must be there, free of NUL and in the database's encoding. */
+void
+qs_http_body_check(QsReq *req)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	Jsonb	   *volatile jb = NULL;
-
 	if (req->body.len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -130,6 +127,16 @@ qs_http_body_jsonb(QsReq *req)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("bad body: invalid byte sequence for encoding \"%s\"",
 						GetDatabaseEncodingName())));
+}
+
+/* The body as jsonb, parsed with no transaction; bad JSON is invalid input. */
+Jsonb *
+qs_http_body_jsonb(QsReq *req)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Jsonb	   *volatile jb = NULL;
+
+	qs_http_body_check(req);
 	PG_TRY();
 	{
 		jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(req->body.data)));
@@ -164,10 +171,10 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 
 	qs_exec((QsPlan *) plan, args, nulls, 1);
 	if (SPI_processed != 1)
-		elog(ERROR, "queen_streams: %s returned no row", ((QsPlan *) plan)->sql);
+		elog(ERROR, "%s returned no row", ((QsPlan *) plan)->sql);
 	d = qs_col(0, 1, &isnull);
 	if (isnull)
-		elog(ERROR, "queen_streams: %s returned NULL", ((QsPlan *) plan)->sql);
+		elog(ERROR, "%s returned NULL", ((QsPlan *) plan)->sql);
 	old = MemoryContextSwitchTo(into);
 	jb = DatumGetJsonbPCopy(d);
 	MemoryContextSwitchTo(old);
@@ -616,9 +623,10 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 		qs_http_error(req, status, edata->message);
 	else
 	{
+		/* the whole error to the server log, words without its text to the client */
 		ereport(LOG,
 				(errcode(edata->sqlerrcode),
-				 errmsg("queen_streams http: %s %s failed: %s",
+				 errmsg("HTTP request %s %s failed: %s",
 						req->method, req->url, edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
 				 edata->context ? errcontext("%s", edata->context) : 0));
@@ -742,6 +750,8 @@ qs_http_dispatch(QsReq *req)
 		qs_http_error(req, 404, "not found");
 		return;
 	}
+	if (qs_role_refuses(req))
+		return;
 	if (!parse(req, def))
 		return;
 	/* a writing route waits for the worker's next group (group.c) */
@@ -751,6 +761,7 @@ qs_http_dispatch(QsReq *req)
 		return;
 	}
 	execute(req, def);
+	qs_role_after(req);
 }
 
 /* A parked pop retries (parked.c): same request, a new transaction. */
@@ -758,4 +769,5 @@ void
 qs_http_retry(QsReq *req)
 {
 	execute(req, qs_route_def(req->route));
+	qs_role_after(req);
 }

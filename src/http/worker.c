@@ -8,6 +8,11 @@
  * Every wait is that one call, so SIGTERM, SIGHUP, pushes that commit and
  * ProcSignalBarriers (DROP DATABASE) are all seen at once. No transaction
  * is open between requests.
+ *
+ * The workers start once the server is consistent, so a hot standby has
+ * its listener too (reads served, writes refused: role.c) and keeps it
+ * through a promotion. Worker 0's retention sweeps write, so they wait
+ * until the node is the primary.
  */
 #include "http/http_int.h"
 #include "storage/storage.h"
@@ -19,6 +24,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -46,7 +52,7 @@ qs_http_init(void)
 	{
 		memset(&worker, 0, sizeof(worker));
 		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_start_time = BgWorkerStart_ConsistentState;
 		worker.bgw_restart_time = 1;
 		strlcpy(worker.bgw_library_name, "queen_streams", BGW_MAXLEN);
 		strlcpy(worker.bgw_function_name, "qs_http_worker_main", BGW_MAXLEN);
@@ -249,6 +255,15 @@ step_wait(Loop *l, long timeout)
 		if (events[i].pos == l->listen_pos || events[i].pos == l->handoff_pos)
 			accept_now = true;
 
+	/* going away (shutdown, or the postmaster died): no parked pop hangs */
+	if (qs_role_dying())
+	{
+		if (l->listening)
+			qs_role_release_parked();
+		if (!PostmasterIsAlive())
+			proc_exit(1);
+	}
+
 	/* Nothing runs between requests: a stray cancel has nothing to cancel. */
 	QueryCancelPending = false;
 	CHECK_FOR_INTERRUPTS();
@@ -322,7 +337,8 @@ step_periodic(Loop *l)
 			l->next_retention = TimestampTzPlusMilliseconds(now, qs_http_retention_interval_s * 1000L);
 		else if (now >= l->next_retention)
 		{
-			run_retention();
+			if (!qs_role_standby())
+				run_retention();
 			l->next_retention = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 															qs_http_retention_interval_s * 1000L);
 		}
@@ -359,7 +375,8 @@ worker_start(Loop *l, int index)
 
 	l->wes = CreateWaitEventSet(TopMemoryContext, 6);
 	AddWaitEventToSet(l->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(l->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	/* not WL_EXIT_ON_PM_DEATH: parked pops are answered before exiting */
+	AddWaitEventToSet(l->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
 }
 
 void
