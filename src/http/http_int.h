@@ -350,6 +350,8 @@ extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
 /* the push hook (common/hooks.c), any backend: count and wake at commit */
 extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
+extern void qs_queue_streamed(const pg_uuid_t *tenant, const char *queue, int64 popped,
+							  int64 cycled, int64 failed, int64 acked);
 
 /* samples.c: the first worker samples the counters for the charts */
 extern void qs_samples_take(void);
