@@ -17,11 +17,13 @@ OBJS = \
 	src/common/text.o \
 	src/common/uuid7.o \
 	src/http/daemon.o \
+	src/http/group.o \
 	src/http/limits.o \
 	src/http/metrics.o \
 	src/http/parked.o \
 	src/http/pattern.o \
 	src/http/router.o \
+	src/http/role.o \
 	src/http/routes.o \
 	src/http/routes_admin.o \
 	src/http/routes_api.o \
@@ -37,10 +39,12 @@ OBJS = \
 	src/storage/codec.o \
 	src/storage/configure.o \
 	src/storage/groups.o \
+	src/storage/groups_seek.o \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/push.o \
+	src/storage/push_text.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
 	src/storage/transaction.o \

@@ -26,6 +26,8 @@ PACKAGES=(
 )
 # the dashboard's browser tests (test/t/070_dashboard_browser.pl, 071_dashboard_firefox.pl)
 [ "$TESTS" -eq 1 ] && PACKAGES+=(chromium firefox-esr)
+# the failover test's formation (scripts/ha-formation.sh, test/t/080_ha_failover.pl)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -225,6 +225,18 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 		   "Commits that moved the wake generation of a queue.");
 	appendStringInfo(out, "queen_streams_wakeups_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->wakes));
+	header(out, "queen_streams_http_group_commits_total", "counter",
+		   "Group commits: transactions that carried one or more HTTP requests.");
+	appendStringInfo(out, "queen_streams_http_group_commits_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&s->group_commits));
+	header(out, "queen_streams_http_group_requests_total", "counter",
+		   "HTTP requests committed by group commits.");
+	appendStringInfo(out, "queen_streams_http_group_requests_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&s->group_requests));
+	header(out, "queen_streams_http_group_deferrals_total", "counter",
+		   "Requests that gave way on a lock held elsewhere and ran in a later group.");
+	appendStringInfo(out, "queen_streams_http_group_deferrals_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&s->group_deferrals));
 	/* server-wide, like the wake-ups (storage counts it: fence.c) */
 	header(out, "queen_streams_corrupt_segment_skips_total", "counter",
 		   "Wildcard pops that skipped a partition whose next segment does not decode.");

@@ -158,6 +158,27 @@ qs_parked_poll(void)
 	}
 }
 
+/*
+ * The worker is going away (role.c): every waiting pop gets its answer from
+ * `answer` now, for the daemon to send, instead of waiting for its retry.
+ */
+void
+qs_parked_answer_all(void (*answer) (QsReq *req))
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &waiting)
+	{
+		QsPark	   *p = dlist_container(QsPark, node, it.cur);
+
+		stop_watching(p);
+		p->req->parked = false;
+		answer(p->req);
+		dlist_push_tail(&answered, &p->node);
+		p->state = QS_PARK_ANSWERED;
+	}
+}
+
 /* Milliseconds until a parked pop is due: 0 now, -1 none parked. */
 long
 qs_parked_timeout(void)
