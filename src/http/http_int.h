@@ -368,6 +368,8 @@ extern long qs_parked_timeout(void);
 extern void qs_parked_answer_all(void (*answer) (QsReq *req));
 /* the push hook (common/hooks.c), any backend: count and wake at commit */
 extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
+extern void qs_queue_streamed(const pg_uuid_t *tenant, const char *queue, int64 popped,
+							  int64 cycled, int64 failed, int64 acked);
 
 /* role.c: the node's role (primary or hot standby) and going away */
 extern bool qs_role_standby(void);

@@ -621,6 +621,14 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 	}
 	else if (status == 400 || status == 404)
 		qs_http_error(req, status, edata->message);
+	else if (edata->sqlerrcode == ERRCODE_UNDEFINED_TABLE ||
+			 edata->sqlerrcode == ERRCODE_UNDEFINED_FUNCTION ||
+			 edata->sqlerrcode == ERRCODE_INVALID_SCHEMA_NAME)
+	{
+		/* our statements are fixed: their objects went away as they ran (DROP EXTENSION) */
+		req->retry_after = "5";
+		qs_http_error(req, 503, "queen_streams was dropped or changed while the request ran; retry");
+	}
 	else
 	{
 		/* the whole error to the server log, words without its text to the client */
