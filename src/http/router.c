@@ -606,20 +606,7 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 	int			status = qs_http_status_for_error(edata->sqlerrcode);
 
 	req->parked = false;
-	if (edata->sqlerrcode == ERRCODE_UNDEFINED_TABLE ||
-		edata->sqlerrcode == ERRCODE_UNDEFINED_FUNCTION ||
-		edata->sqlerrcode == ERRCODE_UNDEFINED_SCHEMA)
-	{
-		/* our own objects are gone: DROP EXTENSION committed while it ran */
-		ereport(LOG,
-				(errcode(edata->sqlerrcode),
-				 errmsg("queen_streams http: %s %s failed: %s",
-						req->method, req->url, edata->message)));
-		req->retry_after = "5";
-		qs_http_error(req, 503, "queen_streams is not installed in this database; "
-					  "run CREATE EXTENSION queen_streams there");
-	}
-	else if (status == 400 || status == 404)
+	if (status == 400 || status == 404)
 		qs_http_error(req, status, edata->message);
 	else if (edata->sqlerrcode == ERRCODE_UNDEFINED_TABLE ||
 			 edata->sqlerrcode == ERRCODE_UNDEFINED_FUNCTION ||
