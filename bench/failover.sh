@@ -89,7 +89,9 @@ for r in $(seq 1 "$ROUNDS"); do
 	first=$(awk -v t="$kill_at" '$1 == "ok" && $2 > t { printf "%.2f", $3 - t; exit }' "$QS_HA_DIR/probe.$r")
 	echo "round $r: killed $primary; writes refused for $outage s (kill to the 201 of the first push sent after it: $first s)"
 	results+=("$outage")
-	# the old primary rejoins as the secondary before the next round
+	# the old primary rejoins as the secondary before the next round, once
+	# its killed supervisor is gone (pg_autoctl refuses to start beside it)
+	while kill -0 "$sup" 2>/dev/null; do sleep 0.1; done
 	rm -f "$QS_HA_DIR/$primary/pg_autoctl.run.pid"
 	t0=$(date +%s.%N)
 	scripts/ha-formation.sh start >/dev/null
