@@ -20,6 +20,7 @@
  * request again through the router. Nothing here calls the daemon.
  */
 #include "http/http_int.h"
+#include "streams/streams.h"
 
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -250,7 +251,10 @@ pending_apply(void)
 		moved = true;
 	}
 	if (moved)
+	{
 		pg_atomic_fetch_add_u64(&s->wakes, 1);
+		qs_streams_wake();		/* declared streams may read these queues */
+	}
 	for (int w = 0; wake != 0 && w < QS_MAX_WORKERS; w++)
 	{
 		if ((wake & (UINT64CONST(1) << w)) == 0)

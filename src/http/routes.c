@@ -34,6 +34,8 @@ const QsRoute qs_routes[] = {
 	{"POST", "/streams/v1/queries", "streams_queries", W, &qs_route_queries, NULL},
 	{"POST", "/streams/v1/state/get", "streams_state_get", R, &qs_route_state_get, NULL},
 	{"POST", "/streams/v1/cycle", "streams_cycle", W, &qs_route_cycle, NULL},
+	{"GET", "/streams/v1/streams", "streams_streams", R, NULL,
+	CALL(200, "SELECT queen_streams.streams($1)", "tenant")},
 
 	/* queue administration */
 	{"POST", "/api/v1/configure", "configure", W, &qs_route_configure, NULL},

@@ -48,6 +48,9 @@ qs_shmem_startup(void)
 		memset(s, 0, sizeof(QsHttpShared));
 		SpinLockInit(&s->mutex);
 		pg_atomic_init_u64(&s->wakes, 0);
+		pg_atomic_init_u64(&s->group_commits, 0);
+		pg_atomic_init_u64(&s->group_requests, 0);
+		pg_atomic_init_u64(&s->group_deferrals, 0);
 		pg_atomic_init_u64(&s->sample_seq, 0);
 		for (int i = 0; i < QS_MAX_WORKERS; i++)
 		{
@@ -163,6 +166,17 @@ qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n)
 	if (qs_http_shared == NULL || n <= 0 || queue == NULL)
 		return;
 	pg_atomic_fetch_add_u64(&qs_stat_entry(tenant, queue, qs_queue_key(tenant, queue))->c[which], n);
+}
+
+/* qs_streamed_hook: the stream workers' pops, cycles and acks, on the source queue */
+void
+qs_queue_streamed(const pg_uuid_t *tenant, const char *queue, int64 popped, int64 cycled,
+				  int64 failed, int64 acked)
+{
+	qs_stat_add(tenant, queue, QS_STAT_POPPED, popped);
+	qs_stat_add(tenant, queue, QS_STAT_CYCLES, cycled);
+	qs_stat_add(tenant, queue, QS_STAT_CYCLES_FAILED, failed);
+	qs_stat_add(tenant, queue, QS_STAT_ACKED, acked);
 }
 
 int
