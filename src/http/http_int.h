@@ -266,6 +266,12 @@ extern void qs_http_count(QsReq *req);
 extern void qs_http_count_status(QsRouteId route, int status);
 extern bool qs_group_flush(void);
 extern bool qs_extension_installed(void);
+
+/* cells.c: the listener on a router database */
+extern bool qs_cells_is_router;
+extern Oid	qs_cells_extension_oid(void);
+extern void qs_cells_pushed(QsReq *req, Jsonb *results);
+extern const char *qs_cells_remote_message(const char *message);
 extern int	qs_http_status_for_error(int sqlerrcode);
 extern const char *qs_http_error_words(int sqlerrcode);
 

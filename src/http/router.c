@@ -177,7 +177,8 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 /*
  * The status of a call that raised, by SQLSTATE: invalid input (22023,
  * 22P02, numbers and dates that do not parse or fit) is 400, a named thing
- * that does not exist (42704) 404, anything else 500.
+ * that does not exist (42704) 404, try again later (57P03) 503, anything
+ * else 500.
  */
 int
 qs_http_status_for_error(int sqlerrcode)
@@ -193,6 +194,9 @@ qs_http_status_for_error(int sqlerrcode)
 			return 400;
 		case ERRCODE_UNDEFINED_OBJECT:
 			return 404;
+		case ERRCODE_CANNOT_CONNECT_NOW:
+			/* a router's tenant in the middle of a move (cells.c) */
+			return 503;
 		default:
 			return 500;
 	}
@@ -572,7 +576,7 @@ qs_extension_installed(void)
 	/* see a DROP EXTENSION that committed before this request began */
 	AcceptInvalidationMessages();
 	if (!OidIsValid(extension_oid))
-		extension_oid = get_extension_oid("queen_streams", true);
+		extension_oid = qs_cells_extension_oid();
 	return OidIsValid(extension_oid);
 }
 
@@ -695,8 +699,12 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 
 		req->parked = false;
 		status = qs_http_status_for_error(edata->sqlerrcode);
-		if (status == 400 || status == 404)
-			qs_http_error(req, status, edata->message);
+		if (status == 400 || status == 404 || status == 503)
+		{
+			if (status == 503)
+				req->retry_after = "1";
+			qs_http_error(req, status, qs_cells_remote_message(edata->message));
+		}
 		else
 		{
 			/* the whole error to the server log, words without its text to the client */

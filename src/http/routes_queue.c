@@ -48,8 +48,7 @@ static QsPlan renew_plan = {
 };
 
 static QsPlan partition_queue_plan = {
-	"SELECT q.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE p.id = $1 AND q.tenant_id = $2",
+	"SELECT q FROM queen.partition_queue($1, $2) q WHERE q IS NOT NULL",
 	2, {UUIDOID, UUIDOID}
 };
 
@@ -108,6 +107,7 @@ push_run(QsReq *req)
 	b->response = qs_http_call(qs_maintenance_on(false) ? &push_buffer_plan : &push_plan,
 							   args, nulls, req->ctx);
 	qs_spi_finish();
+	qs_cells_pushed(req, b->response);
 	respond_jsonb(req, 201, b->response);
 }
 

@@ -36,8 +36,7 @@ static QsPlan cycle_plan = {
 };
 
 static QsPlan owner_plan = {
-	"SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE p.id = $1 AND q.tenant_id = $2",
+	"SELECT 1 FROM queen.partition_queue($1, $2) q WHERE q IS NOT NULL",
 	2, {UUIDOID, UUIDOID}
 };
 
@@ -112,6 +111,18 @@ run(QsReq *req, QsPlan *plan, bool gated)
 	qs_spi_finish();
 	if (c->response == NULL)
 		return;
+	if (qs_cells_is_router && plan == &cycle_plan && JB_ROOT_IS_OBJECT(c->response))
+	{
+		JsonbValue	v;
+
+		if (getKeyJsonValueFromContainer(&c->response->root, "push_results", 12, &v) != NULL &&
+			v.type == jbvBinary)
+		{
+			Jsonb	   *arr = JsonbValueToJsonb(&v);
+
+			qs_cells_pushed(req, arr);
+		}
+	}
 	req->status = qs_http_status(c->route, c->response);
 	req->resp = qs_http_jsonb_text(c->response, &len);
 	req->resp_len = len;

@@ -320,6 +320,12 @@ qs_http_worker_main(Datum main_arg)
 
 		/* bgworkers flush their own statistics */
 		stats_wait = pgstat_report_stat(false);
+		/*
+		 * A request answered in this round (a parked pop retried, say) may
+		 * have left its own context current, and it is gone now: the next
+		 * round (ProcessConfigFile on SIGHUP above all) must not allocate in it.
+		 */
+		MemoryContextSwitchTo(loop_cxt);
 		MemoryContextReset(loop_cxt);
 	}
 }
