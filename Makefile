@@ -24,6 +24,7 @@ OBJS = \
 	src/http/daemon.o \
 	src/http/limits.o \
 	src/http/metrics.o \
+	src/http/parked.o \
 	src/http/pattern.o \
 	src/http/router.o \
 	src/http/routes.o \

@@ -200,7 +200,10 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 				rc = MHD_NO;
 		}
 		else if (rc == MHD_YES && req->parked && !req->responded)
+		{
 			MHD_suspend_connection(mhd);
+			qs_park(req);
+		}
 	}
 	PG_CATCH();
 	{
@@ -237,8 +240,7 @@ completed_cb(void *cls, struct MHD_Connection *mhd, void **con_cls,
 		qs_http_count(req);
 		req->conn->linger = true;
 	}
-	if (req->parked)
-		qs_pop_unpark(req);
+	qs_unpark(req);
 	if (req->flush_waiting)
 		dlist_delete(&req->flush_node);
 	if (req->conn && req->conn->phase != QS_PHASE_CLOSING)
@@ -636,10 +638,33 @@ qs_http_daemon_fd(void)
 	return di->epoll_fd;
 }
 
-/* Run until libmicrohttpd has nothing it wants to do right away. */
+/* A parked pop got its answer outside any callback: send it and resume. */
+static void
+send_answered(QsReq *req)
+{
+	if (req->lsn != InvalidXLogRecPtr && req->lsn > GetFlushRecPtr(NULL))
+	{
+		/* still suspended: qs_http_flush_pending answers it */
+		req->flush_waiting = true;
+		dlist_push_tail(&flush_wait, &req->flush_node);
+		return;
+	}
+	if (!queue_response(req))
+		req->close = true;
+	MHD_resume_connection(req->mhd);
+}
+
+/*
+ * Send the answers of retried parked pops, then run until libmicrohttpd has
+ * nothing it wants to do right away.
+ */
 void
 qs_http_daemon_run(void)
 {
+	QsReq	   *req;
+
+	while ((req = qs_parked_answered()) != NULL)
+		send_answered(req);
 	for (int i = 0; i < 16; i++)
 	{
 		MHD_UNSIGNED_LONG_LONG t;
@@ -658,25 +683,6 @@ qs_http_daemon_timeout(void)
 	if (MHD_get_timeout(daemon_, &t) != MHD_YES)
 		return -1;
 	return (long) Min(t, (MHD_UNSIGNED_LONG_LONG) INT_MAX);
-}
-
-/* A parked pop got its answer outside any callback: send it and resume. */
-void
-qs_http_send_parked(QsReq *req)
-{
-	struct MHD_Connection *mhd = req->mhd;
-
-	req->parked = false;
-	if (req->lsn != InvalidXLogRecPtr && req->lsn > GetFlushRecPtr(NULL))
-	{
-		/* still suspended: the flush below answers it */
-		req->flush_waiting = true;
-		dlist_push_tail(&flush_wait, &req->flush_node);
-		return;
-	}
-	if (!queue_response(req))
-		req->close = true;
-	MHD_resume_connection(mhd);
 }
 
 bool

@@ -131,8 +131,6 @@ extern uint32 qs_wake_slot(uint64 key);
 extern QsQueueStat *qs_stat_entry(const pg_uuid_t *tenant, const char *queue, uint64 key);
 extern void qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n);
 extern int	qs_open_connections(void);
-/* the push hook (common/hooks.c): count at commit, wake parked pops */
-extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
 
 /* ---------------------------------------------------------------- connections */
 typedef enum QsPhase
@@ -156,7 +154,27 @@ typedef struct QsConn
 	bool		linger;			/* answered early: drain before closing */
 } QsConn;
 
-/* Query parameters of a pop, and where it is parked. */
+/* Where a long-poll pop waits (parked.c). */
+typedef enum QsParkState
+{
+	QS_PARK_NONE,				/* armed, or being served */
+	QS_PARK_WAITING,			/* suspended, watching its wake slot */
+	QS_PARK_ANSWERED			/* retried with an answer the daemon has to send */
+} QsParkState;
+
+typedef struct QsPark
+{
+	uint64		key;
+	uint32		slot;
+	uint64		gen;			/* generation read before the last attempt */
+	TimestampTz deadline;
+	TimestampTz recheck_at;
+	QsParkState state;
+	dlist_node	node;			/* in the waiting or the answered list */
+	struct QsReq *req;
+} QsPark;
+
+/* Query parameters of a pop. */
 typedef struct QsPop
 {
 	char	   *queue;
@@ -170,14 +188,7 @@ typedef struct QsPop
 	int			timeout_ms;
 	char	   *sub_mode;
 	char	   *sub_from;
-	/* parking */
-	uint64		key;
-	uint32		slot;
-	uint64		gen;			/* generation read before the last attempt */
-	TimestampTz deadline;
-	TimestampTz recheck_at;
-	dlist_node	park_node;
-	struct QsReq *req;
+	QsPark		park;
 } QsPop;
 
 typedef struct QsReq
@@ -201,7 +212,8 @@ typedef struct QsReq
 	bool		body_too_large;
 	bool		dispatched;
 	bool		responded;
-	bool		parked;
+	bool		parked;			/* the attempt found nothing and waits */
+	QsPark	   *park;			/* set by a route that can wait (parked.c) */
 	/* the response */
 	int			status;
 	char	   *resp;
@@ -226,7 +238,6 @@ extern int	qs_http_handoff_fd(void);
 extern bool qs_http_accept(bool take_new);
 extern void qs_http_daemon_run(void);
 extern long qs_http_daemon_timeout(void);
-extern void qs_http_send_parked(QsReq *req);
 extern bool qs_http_flush_pending(void);
 extern bool qs_http_flush_waiting(void);
 
@@ -332,12 +343,19 @@ extern const QsRouteDef qs_route_configure;
 extern const QsRouteDef qs_route_delete_queue;
 extern const QsRouteDef qs_route_dashboard;
 
-/* routes_queue.c: long-poll pops parked in this worker */
-extern dlist_head qs_parked;
-extern void qs_pop_park(QsReq *req);
-extern void qs_pop_unpark(QsReq *req);
+/* ---------------------------------------------------------------- parked.c */
+/* the pop route: arm before the first attempt; wait when it found nothing */
+extern void qs_park_arm(QsReq *req, QsPark *park, const char *queue, int timeout_ms);
+extern bool qs_park_wait(QsReq *req);
+/* the daemon: park a suspended request, take back answered ones, end one */
+extern void qs_park(QsReq *req);
+extern QsReq *qs_parked_answered(void);
+extern void qs_unpark(QsReq *req);
+/* the worker: retry what is due; how long it may sleep */
 extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
+/* the push hook (common/hooks.c), any backend: count and wake at commit */
+extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
 
 /* samples.c: the first worker samples the counters for the charts */
 extern void qs_samples_take(void);

@@ -723,7 +723,7 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 	MemoryContextSwitchTo(cxt);
 }
 
-/* The body is complete: serve the request (or park it). */
+/* The body is complete: serve the request (a pop may wait: req->parked). */
 void
 qs_http_dispatch(QsReq *req)
 {
@@ -738,11 +738,9 @@ qs_http_dispatch(QsReq *req)
 		return;
 	}
 	execute(req, def, true);
-	if (req->parked)
-		qs_pop_park(req);
 }
 
-/* A parked pop retries: same request, a new transaction. */
+/* A parked pop retries (parked.c): same request, a new transaction. */
 void
 qs_http_retry(QsReq *req)
 {

@@ -1,14 +1,11 @@
 /*
  * routes_queue.c: the queue routes of /api/v1 (push, pop, ack, lease
- * extension), /health, and the long-poll pops parked in this worker.
+ * extension) and /health.
  *
  * Each route calls the SQL function of the same name (queen.push, queen.pop,
  * queen.ack, queen.renew_lease), so SQL and HTTP answer the same bodies.
  *
- * A pop with wait=true that finds nothing parks: its connection is
- * suspended, no transaction or backend is held, and it retries when a
- * commit moves its queue's wake generation, every pop_recheck_interval (for
- * leases that expire), or once more at its timeout, then answers 204.
+ * A pop with wait=true that finds nothing waits (parked.c) and is retried.
  */
 #include "http/http_int.h"
 #include "storage/storage.h"
@@ -20,11 +17,6 @@
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-
-dlist_head	qs_parked = DLIST_STATIC_INIT(qs_parked);
-
-/* How many of this worker's parked pops watch each wake slot. */
-static uint32 watch_count[QS_WAKE_SLOTS];
 
 static QsPlan push_plan = {
 	"SELECT queen.push($1, $2, $3)", 3, {JSONBOID, UUIDOID, TEXTOID}
@@ -183,12 +175,8 @@ pop_parse(QsReq *req)
 	v = arg(req, "subscriptionFrom");
 	p->sub_from = v ? pstrdup(v) : NULL;
 
-	p->key = qs_queue_key(&req->tenant, p->queue);
-	p->slot = qs_wake_slot(p->key);
-	p->deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), p->timeout_ms);
-	/* read before the attempt's snapshot: a later commit moves it */
-	p->gen = pg_atomic_read_u64(&qs_http_shared->gen[p->slot]);
-	p->req = req;
+	if (p->wait)
+		qs_park_arm(req, &p->park, p->queue, p->timeout_ms);
 	req->pop = p;
 	return true;
 }
@@ -251,9 +239,7 @@ pop_run(QsReq *req)
 		qs_pop_note_partitions(req, jb);
 		qs_stat_add(&req->tenant, p->queue, QS_STAT_POPPED, n);
 	}
-	else if (p->wait && GetCurrentTimestamp() < p->deadline)
-		req->parked = true;
-	else
+	else if (!qs_park_wait(req))
 	{
 		req->status = 204;
 		req->resp = pstrdup("");
@@ -262,89 +248,6 @@ pop_run(QsReq *req)
 }
 
 const QsRouteDef qs_route_pop = {pop_parse, pop_run, NULL, "pop failed", true, true};
-
-void
-qs_pop_park(QsReq *req)
-{
-	QsPop	   *p = req->pop;
-
-	if (watch_count[p->slot]++ == 0)
-		pg_atomic_fetch_or_u64(&qs_http_shared->waiters[p->slot],
-							   UINT64CONST(1) << qs_http_worker_index);
-	p->recheck_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), qs_http_pop_recheck_ms);
-	dlist_push_tail(&qs_parked, &p->park_node);
-	pg_atomic_fetch_add_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
-}
-
-void
-qs_pop_unpark(QsReq *req)
-{
-	QsPop	   *p = req->pop;
-
-	dlist_delete(&p->park_node);
-	if (--watch_count[p->slot] == 0)
-		pg_atomic_fetch_and_u64(&qs_http_shared->waiters[p->slot],
-								~(UINT64CONST(1) << qs_http_worker_index));
-	pg_atomic_fetch_sub_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
-	req->parked = false;
-}
-
-static bool
-due(QsPop *p, TimestampTz now)
-{
-	return pg_atomic_read_u64(&qs_http_shared->gen[p->slot]) != p->gen ||
-		now >= p->recheck_at || now >= p->deadline;
-}
-
-/* Retry every parked pop whose queue moved or whose time came. */
-void
-qs_parked_poll(void)
-{
-	dlist_mutable_iter it;
-	TimestampTz now = GetCurrentTimestamp();
-
-	dlist_foreach_modify(it, &qs_parked)
-	{
-		QsPop	   *p = dlist_container(QsPop, park_node, it.cur);
-		QsReq	   *req;
-
-		if (!due(p, now))
-			continue;
-		req = p->req;
-		p->gen = pg_atomic_read_u64(&qs_http_shared->gen[p->slot]);
-		req->parked = false;
-		qs_http_retry(req);
-		if (req->parked)
-		{
-			p->recheck_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														qs_http_pop_recheck_ms);
-			continue;
-		}
-		req->parked = true;		/* so that unpark does its bookkeeping */
-		qs_pop_unpark(req);
-		qs_http_send_parked(req);
-	}
-}
-
-long
-qs_parked_timeout(void)
-{
-	dlist_iter	it;
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz next = 0;
-
-	dlist_foreach(it, &qs_parked)
-	{
-		QsPop	   *p = dlist_container(QsPop, park_node, it.cur);
-		TimestampTz t = Min(p->recheck_at, p->deadline);
-
-		if (due(p, now))
-			return 0;
-		if (next == 0 || t < next)
-			next = t;
-	}
-	return next == 0 ? -1 : TimestampDifferenceMilliseconds(now, next);
-}
 
 /* ---------------------------------------------------------------- ack */
 

@@ -1,0 +1,326 @@
+/*
+ * parked.c: long-poll pops, from parking to resuming, and the wake board
+ * they wait on.
+ *
+ * A pop with wait=true that finds nothing parks: its connection is
+ * suspended, no transaction or backend is held, and it retries when a
+ * commit moves its queue's wake generation, every pop_recheck_interval (for
+ * leases that expire), or once more at its timeout, then answers 204.
+ *
+ * The wake board (in shared memory, shmem.c) has per queue hash slot a
+ * generation and the set of workers with pops parked on it. Any backend
+ * that commits a push bumps the generations of the queues it wrote and sets
+ * the latches of the workers that wait on them, so a parked pop wakes
+ * whether the push came over HTTP or plain SQL.
+ *
+ * Who calls what: the pop route arms a park before its first attempt and
+ * asks whether to wait; the daemon parks a request it suspends, takes back
+ * the ones that have their answer and drops a park when its connection
+ * ends; the worker polls and asks how long it may sleep. A retry runs the
+ * request again through the router. Nothing here calls the daemon.
+ */
+#include "http/http_int.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+/* Pops parked in this worker, and those retried with an answer to send. */
+static dlist_head waiting = DLIST_STATIC_INIT(waiting);
+static dlist_head answered = DLIST_STATIC_INIT(answered);
+
+/* How many of this worker's parked pops watch each wake slot. */
+static uint32 watch_count[QS_WAKE_SLOTS];
+
+/* ---------------------------------------------------------------- the pop route */
+
+/*
+ * Before a pop's first attempt: the slot it would wait on, and the
+ * generation read before the attempt's snapshot (a later commit moves it).
+ */
+void
+qs_park_arm(QsReq *req, QsPark *park, const char *queue, int timeout_ms)
+{
+	park->key = qs_queue_key(&req->tenant, queue);
+	park->slot = qs_wake_slot(park->key);
+	park->deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	park->gen = pg_atomic_read_u64(&qs_http_shared->gen[park->slot]);
+	park->state = QS_PARK_NONE;
+	park->req = req;
+	req->park = park;
+}
+
+/* An attempt found nothing: wait (true) while its time lasts. */
+bool
+qs_park_wait(QsReq *req)
+{
+	if (req->park == NULL || GetCurrentTimestamp() >= req->park->deadline)
+		return false;
+	req->parked = true;
+	return true;
+}
+
+/* ---------------------------------------------------------------- the daemon */
+
+/* The request's connection is suspended with nothing to answer yet. */
+void
+qs_park(QsReq *req)
+{
+	QsPark	   *p = req->park;
+
+	Assert(p != NULL && p->state == QS_PARK_NONE);
+	if (watch_count[p->slot]++ == 0)
+		pg_atomic_fetch_or_u64(&qs_http_shared->waiters[p->slot],
+							   UINT64CONST(1) << qs_http_worker_index);
+	p->recheck_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), qs_http_pop_recheck_ms);
+	dlist_push_tail(&waiting, &p->node);
+	p->state = QS_PARK_WAITING;
+	pg_atomic_fetch_add_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
+}
+
+static void
+stop_watching(QsPark *p)
+{
+	dlist_delete(&p->node);
+	if (--watch_count[p->slot] == 0)
+		pg_atomic_fetch_and_u64(&qs_http_shared->waiters[p->slot],
+								~(UINT64CONST(1) << qs_http_worker_index));
+	pg_atomic_fetch_sub_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
+}
+
+/* The request ends (its connection closes): forget its park. */
+void
+qs_unpark(QsReq *req)
+{
+	QsPark	   *p = req->park;
+
+	if (p == NULL)
+		return;
+	if (p->state == QS_PARK_WAITING)
+		stop_watching(p);
+	else if (p->state == QS_PARK_ANSWERED)
+		dlist_delete(&p->node);
+	p->state = QS_PARK_NONE;
+	req->parked = false;
+}
+
+/* The next parked request whose retry has its answer, or NULL; it is no longer parked. */
+QsReq *
+qs_parked_answered(void)
+{
+	QsPark	   *p;
+
+	if (dlist_is_empty(&answered))
+		return NULL;
+	p = dlist_container(QsPark, node, dlist_pop_head_node(&answered));
+	p->state = QS_PARK_NONE;
+	return p->req;
+}
+
+/* ---------------------------------------------------------------- the worker */
+
+static bool
+due(QsPark *p, TimestampTz now)
+{
+	return pg_atomic_read_u64(&qs_http_shared->gen[p->slot]) != p->gen ||
+		now >= p->recheck_at || now >= p->deadline;
+}
+
+/* Retry every parked pop whose queue moved or whose time came. */
+void
+qs_parked_poll(void)
+{
+	dlist_mutable_iter it;
+	TimestampTz now = GetCurrentTimestamp();
+
+	dlist_foreach_modify(it, &waiting)
+	{
+		QsPark	   *p = dlist_container(QsPark, node, it.cur);
+		QsReq	   *req = p->req;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!due(p, now))
+			continue;
+		p->gen = pg_atomic_read_u64(&qs_http_shared->gen[p->slot]);
+		req->parked = false;
+		qs_http_retry(req);
+		if (req->parked)
+		{
+			p->recheck_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														qs_http_pop_recheck_ms);
+			continue;
+		}
+		/* answered (messages, 204 or an error): the daemon sends it */
+		stop_watching(p);
+		dlist_push_tail(&answered, &p->node);
+		p->state = QS_PARK_ANSWERED;
+	}
+}
+
+/* Milliseconds until a parked pop is due: 0 now, -1 none parked. */
+long
+qs_parked_timeout(void)
+{
+	dlist_iter	it;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = 0;
+
+	if (!dlist_is_empty(&answered))
+		return 0;
+	dlist_foreach(it, &waiting)
+	{
+		QsPark	   *p = dlist_container(QsPark, node, it.cur);
+		TimestampTz t = Min(p->recheck_at, p->deadline);
+
+		if (due(p, now))
+			return 0;
+		if (next == 0 || t < next)
+			next = t;
+	}
+	return next == 0 ? -1 : TimestampDifferenceMilliseconds(now, next);
+}
+
+/* ---------------------------------------------------------------- wake at commit */
+
+typedef struct PendingPush
+{
+	pg_uuid_t	tenant;
+	char	   *queue;
+	uint64		key;
+	SubTransactionId subid;
+	int64		nmsgs;
+} PendingPush;
+
+static MemoryContext pending_cxt = NULL;
+static PendingPush *pending = NULL;
+static int	npending = 0;
+static int	maxpending = 0;
+static bool callbacks_registered = false;
+
+static void
+pending_reset(void)
+{
+	npending = 0;
+	maxpending = 0;
+	pending = NULL;
+	if (pending_cxt)
+		MemoryContextReset(pending_cxt);
+}
+
+/* After commit: count, move the generations, wake who waits. Never raises. */
+static void
+pending_apply(void)
+{
+	QsHttpShared *s = qs_http_shared;
+	uint64		wake = 0;
+	bool		moved = false;
+
+	for (int i = 0; i < npending; i++)
+	{
+		PendingPush *p = &pending[i];
+		uint32		slot = qs_wake_slot(p->key);
+
+		if (p->nmsgs > 0)
+			pg_atomic_fetch_add_u64(&qs_stat_entry(&p->tenant, p->queue, p->key)->c[QS_STAT_PUSHED],
+									p->nmsgs);
+		/* a full barrier: a worker that parks after this sees the new value */
+		pg_atomic_fetch_add_u64(&s->gen[slot], 1);
+		wake |= pg_atomic_read_u64(&s->waiters[slot]);
+		moved = true;
+	}
+	if (moved)
+		pg_atomic_fetch_add_u64(&s->wakes, 1);
+	for (int w = 0; wake != 0 && w < QS_MAX_WORKERS; w++)
+	{
+		if ((wake & (UINT64CONST(1) << w)) == 0)
+			continue;
+		wake &= ~(UINT64CONST(1) << w);
+		if (s->workers[w].latch)
+			SetLatch(s->workers[w].latch);
+	}
+}
+
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
+	if (npending == 0)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			pending_apply();
+			pending_reset();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:	/* COMMIT PREPARED wakes nobody: pops recheck */
+		case XACT_EVENT_PARALLEL_ABORT:
+			pending_reset();
+			break;
+		default:
+			break;
+	}
+}
+
+/* A rolled back subtransaction (a failed cycle) took its pushes with it. */
+static void
+wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	/* entries of this subtransaction and its children have ids >= its own */
+	while (npending > 0 && pending[npending - 1].subid >= mySubid)
+		npending--;
+}
+
+/* The push hook (common/hooks.c), in any backend: count and wake at commit. */
+void
+qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs)
+{
+	SubTransactionId subid;
+	uint64		key;
+	PendingPush *p;
+
+	if (qs_http_shared == NULL || queue == NULL)
+		return;
+
+	subid = GetCurrentSubTransactionId();
+	key = qs_queue_key(tenant, queue);
+	/* consecutive calls for one queue (one per item) fold into one entry */
+	if (npending > 0)
+	{
+		p = &pending[npending - 1];
+		if (p->key == key && p->subid == subid &&
+			memcmp(&p->tenant, tenant, UUID_LEN) == 0 && strcmp(p->queue, queue) == 0)
+		{
+			p->nmsgs += nmsgs;
+			return;
+		}
+	}
+
+	if (!callbacks_registered)
+	{
+		pending_cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams wake",
+											ALLOCSET_SMALL_SIZES);
+		RegisterXactCallback(wake_xact_callback, NULL);
+		RegisterSubXactCallback(wake_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	if (npending == maxpending)
+	{
+		int			newmax = Max(16, maxpending * 2);
+		PendingPush *n = MemoryContextAlloc(pending_cxt, sizeof(PendingPush) * newmax);
+
+		if (npending > 0)
+			memcpy(n, pending, sizeof(PendingPush) * npending);
+		pending = n;
+		maxpending = newmax;
+	}
+	p = &pending[npending];
+	p->tenant = *tenant;
+	p->queue = MemoryContextStrdup(pending_cxt, queue);
+	p->key = key;
+	p->subid = subid;
+	p->nmsgs = nmsgs;
+	npending++;
+}
