@@ -10,7 +10,8 @@
 #
 # Ports ($QS_CELLS_PORT, default 6560): the router's PostgreSQL on 6560 and
 # its listener on 6660; cell i's PostgreSQL on 6561+i and listener 6661+i.
-# Extra postgresql.conf lines for every server: $QS_CELLS_CONF.
+# Extra postgresql.conf lines for every server: $QS_CELLS_CONF; for the
+# router only: $QS_CELLS_ROUTER_CONF. Another data directory: $QS_CELLS_DIR.
 # $PG_CONFIG picks another PostgreSQL build (default: the one on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 PG_CONFIG=${PG_CONFIG:-pg_config}
 BASE=${QS_CELLS_PORT:-6560}
-DIR=$ROOT/.run/cells
+DIR=${QS_CELLS_DIR:-$ROOT/.run/cells}
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 BIN=$("$PG_CONFIG" --bindir)
 psql_at() { as_pg "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -d postgres "${@:2}"; }
@@ -48,7 +49,7 @@ if [ "$ACTION" = stop ] || [ "$ACTION" = status ]; then
 fi
 
 if [ -z "${QS_CELLS_NO_BUILD:-}" ]; then	# set it when already built and installed
-	[ "$(id -u)" -eq 0 ] && scripts/install-deps.sh >/dev/null
+	[ "$(id -u)" -eq 0 ] && scripts/install-deps.sh --cells >/dev/null
 	# the install goes into the server's lib dir: one at a time per machine
 	exec 9>/tmp/queen_streams.test.lock
 	flock 9
@@ -58,7 +59,7 @@ if [ -z "${QS_CELLS_NO_BUILD:-}" ]; then	# set it when already built and install
 fi
 
 mkdir -p "$DIR"
-[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$ROOT/.run" "$DIR"
+[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$DIR"
 for n in $(nodes); do
 	port=$(pg_port "$n")
 	http=$((port + 100))
@@ -76,15 +77,16 @@ queen_streams.tenancy = header
 max_connections = 200
 ${QS_CELLS_CONF:-}
 EOF
+		[ "$n" = router ] && echo "${QS_CELLS_ROUTER_CONF:-}" >> "$d/postgresql.conf"
 	fi
 	as_pg "$BIN/pg_ctl" -D "$d" status >/dev/null 2>&1 ||
 		as_pg "$BIN/pg_ctl" -D "$d" -l "$d/server.log" -w start >/dev/null
 done
 
 for ((i = 0; i < CELLS; i++)); do
-	psql_at "$(pg_port "cell$i")" -c 'CREATE EXTENSION IF NOT EXISTS queen_streams'
+	psql_at "$(pg_port "cell$i")" -c 'SET client_min_messages = warning' -c 'CREATE EXTENSION IF NOT EXISTS queen_streams'
 done
-psql_at "$BASE" -c 'CREATE EXTENSION IF NOT EXISTS queen_streams_router CASCADE'
+psql_at "$BASE" -c 'SET client_min_messages = warning' -c 'CREATE EXTENSION IF NOT EXISTS queen_streams_router CASCADE'
 for ((i = 0; i < CELLS; i++)); do
 	psql_at "$BASE" -c "SELECT queen_router.add_cell('cell$i', 'host=127.0.0.1 port=$(pg_port "cell$i") dbname=postgres user=postgres')
 		WHERE NOT EXISTS (SELECT 1 FROM queen_router.cells WHERE cell = 'cell$i')" >/dev/null
