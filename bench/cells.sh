@@ -111,7 +111,7 @@ point() {	# name, port, method, path, bodies, messages per request
 	line=$(lg "$2" "$3" "$4" "$5")
 	s1=$(syncs); c1=$(cpu)
 	rps=$(echo "$line" | field rps)
-	RES[$1]="$rps|$(awk -v r="$rps" -v m="$6" 'BEGIN { printf "%.0f", r * m }')|$(echo "$line" | field p50_ms)|$(echo "$line" | field p99_ms)|$(echo "$line" | sed -n 's/.*status\(.*\)/\1/p')|$(awk -v a="$s0" -v b="$s1" -v n="$(echo "$line" | field requests)" 'BEGIN { printf "%.2f", (b - a) / n }')|$(echo "$c0 $c1" | awk '{ printf "%.0f", 100 * ($3 - $1) / ($4 - $2) }')"
+	RES[$1]="$rps|$(awk -v r="$rps" -v m="$6" 'BEGIN { printf "%.0f", r * m }')|$(echo "$line" | field p50_ms)|$(echo "$line" | field p99_ms)|$(echo "$line" | sed -n 's/.*status\(.*\)/\1/p')|$(awk -v a="$s0" -v b="$s1" -v n="$(echo "$line" | sed -n "s/^requests \([0-9]*\).*/\1/p")" 'BEGIN { printf "%.2f", (b - a) / n }')|$(echo "$c0 $c1" | awk '{ printf "%.0f", 100 * ($3 - $1) / ($4 - $2) }')"
 	log "$1: $line"
 }
 
