@@ -68,6 +68,24 @@ sub cells_with
 	} 0 .. 2);
 }
 
+# Every function of a cell that takes a tenant has its routed twin on the
+# router, with the same arguments (names, types and defaults).
+{
+	# (queen.tenant_*: a cell's side of a move, called by the router itself)
+	my $sig = q{
+		SELECT p.oid::regprocedure::text || ' (' || pg_get_function_arguments(p.oid) || ') -> '
+			|| pg_get_function_result(p.oid)
+		FROM pg_proc p
+		WHERE p.pronamespace IN ('queen'::regnamespace, 'queen_streams'::regnamespace)
+		  AND p.proargnames && ARRAY['tenant', 'p_tenant']::text[]
+		  AND p.proname NOT LIKE 'tenant\_%'};
+	my %on_router = map { $_ => 1 } split /\n/, $router->safe_psql('postgres', $sig);
+	my @on_cell = split /\n/, $cells[0]->safe_psql('postgres', $sig);
+	my @missing = grep { !$on_router{$_} } @on_cell;
+	ok(@on_cell > 30, 'the cell has ' . scalar(@on_cell) . ' functions that take a tenant');
+	is(join("\n", @missing), '', 'the router has each of them, with the same arguments and result');
+}
+
 # ---------------------------------------------------------------- placement and isolation
 my %pid;    # tenant => partition id of its orders/Default
 for my $t ($A, $B, $C, $D)
