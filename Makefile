@@ -22,11 +22,13 @@ OBJS = \
 	src/common/uuid7.o \
 	src/http/cells.o \
 	src/http/daemon.o \
+	src/http/group.o \
 	src/http/limits.o \
 	src/http/metrics.o \
 	src/http/parked.o \
 	src/http/pattern.o \
 	src/http/router.o \
+	src/http/role.o \
 	src/http/routes.o \
 	src/http/routes_admin.o \
 	src/http/routes_api.o \
@@ -42,10 +44,12 @@ OBJS = \
 	src/storage/codec.o \
 	src/storage/configure.o \
 	src/storage/groups.o \
+	src/storage/groups_seek.o \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/push.o \
+	src/storage/push_text.o \
 	src/storage/pop.o \
 	src/storage/ack.o \
 	src/storage/transaction.o \
@@ -60,9 +64,14 @@ OBJS = \
 	src/storage/messages.o \
 	src/storage/message_get.o \
 	src/streams/cycle.o \
+	src/streams/declare.o \
+	src/streams/definition.o \
+	src/streams/pool.o \
 	src/streams/register.o \
+	src/streams/runner.o \
 	src/streams/state.o \
-	src/streams/status.o
+	src/streams/status.o \
+	src/streams/window.o
 
 # Releases: each version's install script is frozen once released
 # (sql/queen_streams--0.1.0.sql). A release's changes are the fragments in

@@ -31,6 +31,8 @@ PACKAGES=(
 [ "$TESTS" -eq 1 ] && PACKAGES+=(chromium firefox-esr)
 # the router of cells (queen_streams_router; dblink comes with postgresql-15)
 [ "$CELLS" -eq 1 ] && PACKAGES+=(postgresql-15-plproxy)
+# the failover test's formation (scripts/ha-formation.sh, test/t/080_ha_failover.pl)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

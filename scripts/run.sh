@@ -32,6 +32,8 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = '$ROOT/.run'
 shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = ${QS_HTTP_PORT:-6632}
+# two-phase commit for the tests that prepare transactions (make installcheck)
+max_prepared_transactions = 4
 CONF
 fi
 

@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
 # Sets up and runs every test suite of queen_streams against throwaway
-# PostgreSQL instances: pg_regress, the isolation tester, pgTAP and TAP.
+# PostgreSQL instances: the layering check, pg_regress, the isolation
+# tester, pgTAP and TAP.
 # Run as root on Debian bookworm (installs what is missing); the servers
 # themselves run as the unprivileged user `postgres`.
 #
 # While developing, a subset can be run (CI runs everything):
 #   QS_REGRESS="configure pop"  QS_ISOLATION="pop_pop"  QS_TAP="test/t/001_http_routes.pl"
-#   QS_SUITES="regress tap"     (any of: regress pgtap tap; default all)
+#   QS_PG_PRIVATE=1             (a private PostgreSQL tree: no machine-wide lock)
+#   QS_SUITES="regress tap"     (any of: lint regress pgtap tap; default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 scripts/install-deps.sh --test
-# One run at a time per machine: every run installs into the server's lib dir.
-exec 9>/tmp/queen_streams.test.lock
-flock 9
+if [ -n "${QS_PG_PRIVATE:-}" ]; then
+	# A private copy of the PostgreSQL tree per checkout (its binaries find
+	# their lib and share dirs relative to themselves), so several checkouts
+	# can test at once without the machine-wide lock.
+	PRIV=/tmp/queen_streams-pg.$(printf '%s' "$ROOT" | md5sum | cut -c1-8)
+	mkdir -p "$PRIV/usr/lib/postgresql" "$PRIV/usr/share/postgresql" "$PRIV/usr/include"
+	rsync -a /usr/lib/postgresql/15 "$PRIV/usr/lib/postgresql/"
+	rsync -a /usr/share/postgresql/15 "$PRIV/usr/share/postgresql/"
+	ln -sfn /usr/include/postgresql "$PRIV/usr/include/postgresql"
+	export PG_CONFIG=$PRIV/usr/lib/postgresql/15/bin/pg_config
+	export PATH=$PRIV/usr/lib/postgresql/15/bin:$PATH
+else
+	# One run at a time per machine: every run installs into the server's lib dir.
+	exec 9>/tmp/queen_streams.test.lock
+	flock 9
+fi
 make -s -j"$(nproc)" QS_WERROR=1 >/dev/null
 make -s install >/dev/null
 
@@ -24,7 +39,11 @@ trap 'rm -rf "$WORK"' EXIT
 # (test/fuzz/work: corpora a running fuzzer keeps changing)
 rsync -a --exclude .git --exclude .run --exclude test/fuzz/work "$ROOT/" "$WORK/"
 chown -R postgres:postgres "$WORK"
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_pg() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u postgres -- env PATH="$PATH" ${PG_CONFIG:+PG_CONFIG="$PG_CONFIG"} "$@"
+	else "$@"; fi
+}
 
 passed=0
 failed=0
@@ -43,11 +62,21 @@ count_pg_regress() {	# counts "ok"/"FAILED" lines of pg_regress output
 cd "$WORK"
 status=0
 
-SUITES=${QS_SUITES:-regress pgtap tap}
+SUITES=${QS_SUITES:-lint regress pgtap tap}
 want() { [[ " $SUITES " == *" $1 "* ]]; }
 SUBSET=()
 [ -n "${QS_REGRESS:-}" ] && SUBSET+=("REGRESS=$QS_REGRESS")
 [ -n "${QS_ISOLATION+x}" ] && SUBSET+=("ISOLATION=$QS_ISOLATION")
+
+if want lint; then
+	note "== lint (scripts/check-layers.sh)"
+	if bash scripts/check-layers.sh 2>&1 | tee "$WORK/lint.out"; then
+		passed=$((passed + 1))
+	else
+		status=1
+		failed=$((failed + $(grep -c ': \(includes\|declares\) ' "$WORK/lint.out" || true)))
+	fi
+fi
 
 if want regress; then
 note "== pg_regress and isolation (throwaway instances, library preloaded)"

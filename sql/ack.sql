@@ -2,16 +2,7 @@
 -- retry budget, dead letters, stale/no-op reporting, lease and ownership errors.
 CREATE EXTENSION queen_streams;
 
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
 
 CREATE FUNCTION pg_temp.push(q text, a int, b int, part text DEFAULT 'Default')
 RETURNS text LANGUAGE sql AS $$
@@ -20,14 +11,6 @@ RETURNS text LANGUAGE sql AS $$
 	         (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part,
 	                   'transactionId', 'm' || i, 'payload', jsonb_build_object('i', i)) ORDER BY i)
 	            FROM generate_series(a, b) i)))) r
-$$;
-CREATE FUNCTION pg_temp.txns(r jsonb) RETURNS text LANGUAGE sql AS $$
-	SELECT coalesce(string_agg(m->>'transactionId', ',' ORDER BY n), '')
-	  FROM jsonb_array_elements(r->'messages') WITH ORDINALITY AS e(m, n)
-$$;
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default') RETURNS text LANGUAGE sql AS $$
-	SELECT p.id::text FROM queen.log_partitions p JOIN queen.queues qq ON qq.id = p.queue_id
-	 WHERE qq.name = q AND p.name = part AND qq.tenant_id = '00000000-0000-0000-0000-000000000001'
 $$;
 CREATE FUNCTION pg_temp.cursor(q text, part text DEFAULT 'Default', grp text DEFAULT '__QUEUE_MODE__')
 RETURNS TABLE (committed bigint, batch_end bigint, leased boolean, retries int,

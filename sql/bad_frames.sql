@@ -6,16 +6,8 @@
 -- not a timestamp, as invalid input.
 CREATE EXTENSION queen_streams;
 
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
+
 CREATE FUNCTION pg_temp.le(n int, len int) RETURNS bytea LANGUAGE sql AS $$
 	SELECT string_agg(set_byte('\x00'::bytea, 0, (n >> (8 * i)) & 255), ''::bytea ORDER BY i)
 	  FROM generate_series(0, len - 1) i

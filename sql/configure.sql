@@ -4,20 +4,7 @@
 -- observable effect, and a tenant-scoped delete of everything a queue owns.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE, message and detail of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
-
-\set t_def '00000000-0000-0000-0000-000000000001'
-\set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
+\i test/include/helpers.sql
 
 -- The defaults configure writes for an option left out.
 CREATE TEMP TABLE defaults AS SELECT '{"priority":0,"leaseTime":300,"retryLimit":3,
@@ -76,15 +63,6 @@ RETURNS text LANGUAGE sql AS $$
 	         (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part,
 	                   'transactionId', 'm' || i, 'payload', jsonb_build_object('i', i)) ORDER BY i)
 	            FROM generate_series(a, b) i)), tenant)) r
-$$;
-CREATE FUNCTION pg_temp.txns(r jsonb) RETURNS text LANGUAGE sql AS $$
-	SELECT coalesce(string_agg(m->>'transactionId', ',' ORDER BY n), '')
-	  FROM jsonb_array_elements(r->'messages') WITH ORDINALITY AS e(m, n)
-$$;
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default', tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
-RETURNS uuid LANGUAGE sql AS $$
-	SELECT p.id FROM queen.log_partitions p JOIN queen.queues qq ON qq.id = p.queue_id
-	 WHERE qq.name = q AND p.name = part AND qq.tenant_id = tenant
 $$;
 -- The segments of a queue's partition as base-end, oldest first.
 CREATE FUNCTION pg_temp.segs(q text, part text DEFAULT 'Default') RETURNS text LANGUAGE sql AS $$

@@ -4,26 +4,9 @@
 -- requeued dead letters popped and acked again (encrypted queues included).
 CREATE EXTENSION queen_streams;
 SET timezone = 'UTC';
-\set t_b bbbbbbbb-0000-4000-8000-00000000000b
 
--- SQLSTATE, message and detail (uuids masked) of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', ''),
-	                      '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<uuid>', 'g');
-END $$;
--- Uuids and times masked.
-CREATE FUNCTION pg_temp.mask(j jsonb) RETURNS text LANGUAGE sql AS $$
-	SELECT regexp_replace(regexp_replace(jsonb_pretty(j),
-	         '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<uuid>', 'g'),
-	         '\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z', '<time>', 'g')
-$$;
+\i test/include/helpers.sql
+
 -- Push m<a>..m<b> in one segment; m1 carries a trace id.
 CREATE FUNCTION pg_temp.push(q text, a int, b int, part text DEFAULT 'Default',
                              tenant uuid DEFAULT NULL, psub text DEFAULT NULL)
@@ -34,12 +17,6 @@ RETURNS text LANGUAGE sql AS $$
 	                   'transactionId', 'm' || i, 'payload', jsonb_build_object('i', i, 'q', q),
 	                   'traceId', CASE WHEN i = 1 THEN '0190aaaa-0000-7000-8000-000000000001' END)) ORDER BY i)
 	            FROM generate_series(a, b) i)), tenant, psub)) r
-$$;
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default',
-                            tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
-RETURNS uuid LANGUAGE sql AS $$
-	SELECT p.id FROM queen.log_partitions p JOIN queen.queues qq ON qq.id = p.queue_id
-	 WHERE qq.name = q AND p.name = part AND qq.tenant_id = tenant
 $$;
 -- The first frame of a partition holding a transaction id (offset order),
 -- and the last one (the requeued copy).
@@ -251,9 +228,9 @@ SELECT committed, batch_end, worker_id IS NOT NULL AS leased FROM queen.log_cons
 SELECT string_agg(m->>'transactionId', ',') AS g1_backlog
   FROM jsonb_array_elements(queen.pop('dq', 'p1', 'g1', 10, auto_ack => true)->'messages') m;
 -- Nothing left to requeue; another tenant never finds it.
-SELECT pg_temp.try($$SELECT queen.retry_message(pg_temp.pid('dq', 'p1'), 'm1')$$) AS again;
-SELECT pg_temp.try($$SELECT queen.retry_message(pg_temp.pid('dq', 'p2'), 'm0', 'bbbbbbbb-0000-4000-8000-00000000000b')$$) AS other_tenant;
-SELECT pg_temp.try($$SELECT queen.retry_message('01890a5d-ac96-774b-bcce-b302099a8057', 'm0')$$) AS no_partition;
+SELECT pg_temp.try($$SELECT queen.retry_message(pg_temp.pid('dq', 'p1'), 'm1')$$, mask_uuids => true) AS again;
+SELECT pg_temp.try($$SELECT queen.retry_message(pg_temp.pid('dq', 'p2'), 'm0', 'bbbbbbbb-0000-4000-8000-00000000000b')$$, mask_uuids => true) AS other_tenant;
+SELECT pg_temp.try($$SELECT queen.retry_message('01890a5d-ac96-774b-bcce-b302099a8057', 'm0')$$, mask_uuids => true) AS no_partition;
 SELECT * FROM pg_temp.errs(queen.dlq(partition => 'p2'));
 SELECT pg_temp.try($$SELECT queen.retry_message(NULL, 'm0')$$) AS null_partition;
 SELECT pg_temp.try($$SELECT queen.retry_message(pg_temp.pid('dq', 'p2'), NULL)$$) AS null_txn;

@@ -5,20 +5,7 @@
 CREATE EXTENSION queen_streams;
 SET timezone = 'UTC';
 
--- SQLSTATE, message and detail of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
-
-\set t_def '00000000-0000-0000-0000-000000000001'
-\set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
+\i test/include/helpers.sql
 
 -- Push transaction ids <prefix><a..b> as one segment.
 CREATE FUNCTION pg_temp.push(q text, a int, b int, part text DEFAULT 'Default',
@@ -38,11 +25,6 @@ RETURNS void LANGUAGE sql AS $$
 	  FROM queen.log_partitions p JOIN queen.queues qq ON qq.id = p.queue_id
 	 WHERE s.partition_id = p.id AND qq.name = q AND p.name = part AND qq.tenant_id = tenant
 	   AND s.base_offset = base
-$$;
--- The transaction ids of a pop, in delivery order.
-CREATE FUNCTION pg_temp.txns(r jsonb) RETURNS text LANGUAGE sql AS $$
-	SELECT coalesce(string_agg(m->>'transactionId', ',' ORDER BY n), '')
-	  FROM jsonb_array_elements(r->'messages') WITH ORDINALITY AS e(m, n)
 $$;
 -- Cursor state of a (queue, partition, group).
 CREATE FUNCTION pg_temp.cursor(q text, part text, grp text,

@@ -2,16 +2,8 @@
 -- queen.retention_sweep (whole segments, log_start, hash purge, pop skips the gap).
 CREATE EXTENSION queen_streams;
 
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
+
 CREATE FUNCTION pg_temp.push(q text, a int, b int, part text DEFAULT 'Default', tenant uuid DEFAULT NULL)
 RETURNS text LANGUAGE sql AS $$
 	SELECT string_agg(r->>'status', ',')
@@ -19,10 +11,6 @@ RETURNS text LANGUAGE sql AS $$
 	         (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part,
 	                   'transactionId', 'm' || i, 'payload', i) ORDER BY i)
 	            FROM generate_series(a, b) i)), tenant)) r
-$$;
-CREATE FUNCTION pg_temp.txns(r jsonb) RETURNS text LANGUAGE sql AS $$
-	SELECT coalesce(string_agg(m->>'transactionId', ',' ORDER BY n), '')
-	  FROM jsonb_array_elements(r->'messages') WITH ORDINALITY AS e(m, n)
 $$;
 -- Seconds left on each lease of a worker, rounded up to ten (so a slow
 -- machine does not change the output), or 'expired'.

@@ -2,16 +2,7 @@
 -- probe, offsets, results).
 CREATE EXTENSION queen_streams;
 
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
 
 -- A segment of frames with fixed ids for the given transaction ids.
 CREATE FUNCTION pg_temp.seg(txns text[]) RETURNS bytea LANGUAGE sql AS $$

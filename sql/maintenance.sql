@@ -4,13 +4,8 @@
 -- replay; what cannot be replayed stays in the buffer with its error.
 CREATE EXTENSION queen_streams;
 
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/include/helpers.sql
+
 CREATE FUNCTION pg_temp.stored(q text) RETURNS text LANGUAGE sql AS $$
 	SELECT coalesce(string_agg(p.name || ':' || f.payload, ',' ORDER BY p.name, s.base_offset, f.idx), '')
 	  FROM queen.queues qq JOIN queen.log_partitions p ON p.queue_id = qq.id

@@ -1,16 +1,7 @@
 -- Sizes computed from input cannot wrap (issue 13, point 10).
 CREATE EXTENSION queen_streams;
 
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
 
 -- The decoder: a frame count whose count * 23 wraps around 2^64 (to 17)
 -- is refused as corrupt, as is any count the buffer cannot hold.

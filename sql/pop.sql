@@ -3,16 +3,7 @@
 -- subscriptions, wildcard pops, tenants, validation.
 CREATE EXTENSION queen_streams;
 
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
 
 -- Push transaction ids <prefix><a..b> as one segment; returns the statuses.
 CREATE FUNCTION pg_temp.push(q text, a int, b int, part text DEFAULT 'Default',
@@ -23,11 +14,6 @@ RETURNS text LANGUAGE sql AS $$
 	         (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part,
 	                   'transactionId', prefix || i, 'payload', jsonb_build_object('i', i)) ORDER BY i)
 	            FROM generate_series(a, b) i)), tenant)) r
-$$;
--- The transaction ids of a pop, in delivery order.
-CREATE FUNCTION pg_temp.txns(r jsonb) RETURNS text LANGUAGE sql AS $$
-	SELECT coalesce(string_agg(m->>'transactionId', ',' ORDER BY n), '')
-	  FROM jsonb_array_elements(r->'messages') WITH ORDINALITY AS e(m, n)
 $$;
 -- Cursor state of a (queue, partition, group).
 CREATE FUNCTION pg_temp.cursor(q text, part text DEFAULT 'Default', grp text DEFAULT '__QUEUE_MODE__')

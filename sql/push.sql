@@ -2,17 +2,7 @@
 -- duplicates (intra-request and across requests), results, validation.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE, message and detail of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
 
 -- One line per result item; generated ids are shown only as what they are.
 CREATE FUNCTION pg_temp.results(res jsonb)

@@ -5,16 +5,7 @@
 -- isolation; an encrypted payload. Uuids and times are masked.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE and message of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
-\set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
+\i test/include/helpers.sql
 
 -- A result with uuids and times masked, one key per line: <ms-time> is
 -- YYYY-MM-DDTHH:MI:SS.mmmZ, <s-time> the same without the fraction.
@@ -31,10 +22,6 @@ RETURNS int LANGUAGE sql AS $$
 	         (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part,
 	                   'transactionId', 't' || i, 'payload', jsonb_build_object('i', i)) ORDER BY i)
 	            FROM generate_series(a, b) i)), tenant))
-$$;
-CREATE FUNCTION pg_temp.pid(q text, part text) RETURNS uuid LANGUAGE sql AS $$
-	SELECT p.id FROM queen.log_partitions p JOIN queen.queues qq ON qq.id = p.queue_id
-	 WHERE qq.name = q AND p.name = part AND qq.tenant_id = '00000000-0000-0000-0000-000000000001'
 $$;
 -- transactionId:status of a listing, in order.
 CREATE FUNCTION pg_temp.ts(msgs jsonb) RETURNS text LANGUAGE sql AS $$

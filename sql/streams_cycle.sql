@@ -4,17 +4,8 @@
 -- exactly-once retry.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE and message of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/include/helpers.sql
 
-\set t_def '00000000-0000-0000-0000-000000000001'
-\set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
 \set nobody '44444444-4444-4444-8444-444444444444'
 
 -- Fixture ids by name, for the helpers below.

@@ -2,14 +2,7 @@
 -- the tenant gate for new names only, validation, and the HTTP status of each.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE and message of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/include/helpers.sql
 
 -- Every response is kept (with its generated query_id) under a step name;
 -- what is shown is the body without the id, and the HTTP status.
@@ -33,9 +26,7 @@ LANGUAGE sql AS $$
 	  FROM queen_streams.queries q WHERE q.tenant_id = t ORDER BY q.name
 $$;
 
-\set t_def '00000000-0000-0000-0000-000000000001'
 \set t_a 'aaaaaaaa-0000-4000-8000-00000000000a'
-\set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
 \set p1 '11111111-1111-4111-8111-111111111111'
 \set p2 '22222222-2222-4222-8222-222222222222'
 

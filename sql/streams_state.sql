@@ -3,16 +3,8 @@
 -- and tenant; validation; HTTP status; the prefix read is an index range.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE and message of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/include/helpers.sql
 
-\set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
 \set p1 '11111111-1111-4111-8111-111111111111'
 \set p2 '22222222-2222-4222-8222-222222222222'
 \set p3 '33333333-3333-4333-8333-333333333333'

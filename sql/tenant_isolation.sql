@@ -7,14 +7,7 @@
 -- from the request tenant's queue only.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE and message of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/include/helpers.sql
 
 -- The tenants, by label.
 CREATE TEMP TABLE t (label text PRIMARY KEY, id uuid NOT NULL UNIQUE);

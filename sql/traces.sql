@@ -5,26 +5,9 @@
 -- check, paging with totals, tenant isolation, and removal with the queue.
 CREATE EXTENSION queen_streams;
 SET timezone = 'UTC';
-\set t_b bbbbbbbb-0000-4000-8000-00000000000b
 
--- SQLSTATE, message and detail (uuids masked) of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', ''),
-	                      '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<uuid>', 'g');
-END $$;
--- Uuids and times masked.
-CREATE FUNCTION pg_temp.mask(j jsonb) RETURNS text LANGUAGE sql AS $$
-	SELECT regexp_replace(regexp_replace(jsonb_pretty(j),
-	         '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<uuid>', 'g'),
-	         '\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z', '<time>', 'g')
-$$;
+\i test/include/helpers.sql
+
 CREATE FUNCTION pg_temp.push(q text, a int, b int, part text DEFAULT 'Default', tenant uuid DEFAULT NULL)
 RETURNS text LANGUAGE sql AS $$
 	SELECT string_agg(r->>'status', ',')
@@ -32,12 +15,6 @@ RETURNS text LANGUAGE sql AS $$
 	         (SELECT jsonb_agg(jsonb_build_object('queue', q, 'partition', part,
 	                   'transactionId', 'm' || i, 'payload', jsonb_build_object('i', i)) ORDER BY i)
 	            FROM generate_series(a, b) i)), tenant)) r
-$$;
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default',
-                            tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
-RETURNS uuid LANGUAGE sql AS $$
-	SELECT p.id FROM queen.log_partitions p JOIN queen.queues qq ON qq.id = p.queue_id
-	 WHERE qq.name = q AND p.name = part AND qq.tenant_id = tenant
 $$;
 -- Add a trace for (queue, partition, txn) with extra body fields.
 CREATE FUNCTION pg_temp.add(q text, part text, txn text, extra jsonb, tenant uuid DEFAULT NULL)

@@ -4,27 +4,8 @@
 -- letters through a transaction; tenants.
 CREATE EXTENSION queen_streams;
 
--- SQLSTATE, message and detail of a failing statement, or 'ok'.
-CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	d text;
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
-	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
-END $$;
+\i test/include/helpers.sql
 
-\set t_def '00000000-0000-0000-0000-000000000001'
-\set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
-
-CREATE FUNCTION pg_temp.pid(q text, part text DEFAULT 'Default',
-                            tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
-RETURNS uuid LANGUAGE sql AS $$
-	SELECT p.id FROM queen.log_partitions p JOIN queen.queues qq ON qq.id = p.queue_id
-	 WHERE qq.name = q AND p.name = part AND qq.tenant_id = tenant
-$$;
 CREATE FUNCTION pg_temp.cursor(q text, part text DEFAULT 'Default', grp text DEFAULT '__QUEUE_MODE__')
 RETURNS TABLE (committed bigint, leased boolean, retries int, total_consumed bigint)
 LANGUAGE sql AS $$

@@ -4,6 +4,7 @@
 #include "common/common.h"
 #include "http/http.h"
 #include "storage/storage.h"
+#include "streams/streams.h"
 #include "utils/guc.h"
 
 PG_MODULE_MAGIC;
@@ -19,4 +20,5 @@ _PG_init(void)
 	qs_storage_init();			/* shared memory: corrupt-segment fence */
 	qs_dedup_shmem_init();		/* shared memory: the dedup cache */
 	qs_http_init();
+	qs_streams_init();			/* the stream workers of declared streams */
 }

@@ -25,7 +25,8 @@
 # balance connections among themselves (src/http/daemon.c).
 #
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_CONNS (8),
-# QS_BENCH_WORKERS (= connections), QS_BENCH_GROUP_FLUSH (off),
+# QS_BENCH_WORKERS (= connections), QS_BENCH_GROUP_COMMIT (max requests per
+# group: 1, off, so that each worker has one request in flight as before),
 # QS_BENCH_PORT (55442), QS_BENCH_HTTP_PORT (55443).
 # Output: a table on stdout and bench/http/out/results.md.
 set -euo pipefail
@@ -37,7 +38,7 @@ DURATION=${QS_BENCH_DURATION:-10}
 WARMUP=${QS_BENCH_WARMUP:-2}
 CONNS=${QS_BENCH_CONNS:-8}
 WORKERS=${QS_BENCH_WORKERS:-$CONNS}
-GROUP_FLUSH=${QS_BENCH_GROUP_FLUSH:-off}
+GROUP_COMMIT=${QS_BENCH_GROUP_COMMIT:-1}
 PORT=${QS_BENCH_PORT:-55442}
 HTTP_PORT=${QS_BENCH_HTTP_PORT:-55443}
 
@@ -75,7 +76,7 @@ shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = $HTTP_PORT
 queen_streams.http_workers = $WORKERS
 max_worker_processes = $((WORKERS + 8))
-queen_streams.group_flush = $GROUP_FLUSH
+queen_streams.group_commit_max_requests = $GROUP_COMMIT
 queen_streams.retention_interval = 0
 CONF
 as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w start >/dev/null
@@ -231,7 +232,7 @@ row() {	# name, per second, loadgen line (or ""), cpu
 	echo "# bench/http results ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point)"
 	echo
 	echo "$CONNS HTTP connections and $CONNS pgbench clients; $WORKERS HTTP workers;" \
-		"group_flush = $GROUP_FLUSH; synchronous_commit = on."
+		"group_commit_max_requests = $GROUP_COMMIT; synchronous_commit = on."
 	echo
 	echo "| point | per second | p50 ms | p99 ms | server CPU µs/request |"
 	echo "|---|---|---|---|---|"

@@ -31,6 +31,27 @@ qs_required_text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 	return s;
 }
 
+/*
+ * The limit and offset of every paged read (the admin listings, dead
+ * letters, traces): one rule, so each answers the same 400.
+ */
+void
+qs_page_args(FunctionCallInfo fcinfo, int limno, int offno, int dflt, int *lim, int *off)
+{
+	*lim = PG_NARGS() <= limno || PG_ARGISNULL(limno) ? dflt : PG_GETARG_INT32(limno);
+	*off = PG_NARGS() <= offno || PG_ARGISNULL(offno) ? 0 : PG_GETARG_INT32(offno);
+	if (*lim < 0 || *lim > QS_PAGE_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("limit must be from 0 to %d", QS_PAGE_MAX),
+				 errdetail("Got %d.", *lim)));
+	if (*off < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset must not be negative"),
+				 errdetail("Got %d.", *off)));
+}
+
 /* A timestamptz from text, refused with 22023 instead of a cast error. */
 TimestampTz
 qs_parse_timestamp(const char *s, const char *what)

@@ -26,6 +26,8 @@ extern int	qs_dedup_partition_entries;
 extern char *qs_encryption_key;
 extern bool qs_encryption_fail_open;
 extern bool qs_ack_requires_lease;
+extern int	qs_stream_workers;
+extern int	qs_stream_poll_ms;
 extern void qs_guc_init(void);
 
 /* jwt.c: bearer tokens and the access levels their `role` claim grants */
@@ -69,6 +71,9 @@ extern QsPushedHook qs_pushed_hook;
 #define QS_NAME_MAX 255			/* queue, partition and consumer group names, in bytes */
 extern const char *qs_text_problem(const char *s, size_t len, size_t max_len);
 extern void qs_check_text(const char *what, const char *s, size_t len, size_t max_len);
+/* a name (queue, partition, namespace...): not empty, and the text rule within QS_NAME_MAX */
+extern const char *qs_name_problem(const char *name);
+extern void qs_check_name(const char *kind, const char *item, const char *name);
 
 /* uuid7.c */
 extern void qs_uuid7(pg_uuid_t *out);
@@ -126,6 +131,10 @@ extern char *qs_json_cstring(JsonbValue *v);
 extern char *qs_text_arg(FunctionCallInfo fcinfo, int argno);	/* NULL for NULL or '' */
 extern char *qs_required_text_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern TimestampTz qs_parse_timestamp(const char *s, const char *what);
+/* limit and offset of a paged read: NULL takes the default; limit 0 to QS_PAGE_MAX, offset >= 0 */
+#define QS_PAGE_MAX 10000
+extern void qs_page_args(FunctionCallInfo fcinfo, int limno, int offno, int dflt,
+						 int *lim, int *off);
 
 /* spi_plan.c: statements prepared once per backend and kept */
 #define QS_MAX_PLAN_ARGS 20

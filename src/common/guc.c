@@ -15,6 +15,8 @@ int			qs_dedup_partition_entries = 0;
 char	   *qs_encryption_key = NULL;
 bool		qs_encryption_fail_open = false;
 bool		qs_ack_requires_lease = false;
+int			qs_stream_workers = 1;
+int			qs_stream_poll_ms = 1000;
 int			qs_auth_mode = QS_AUTH_OFF;
 char	   *qs_jwt_secret = NULL;
 char	   *qs_jwt_public_key_file = NULL;
@@ -32,6 +34,24 @@ static const struct config_enum_entry auth_options[] = {
 void
 qs_guc_init(void)
 {
+	DefineCustomIntVariable("queen_streams.stream_workers",
+							gettext_noop("Background workers that run declared streams (0: none)."),
+							gettext_noop("Separate from the HTTP workers; they share the streams' partitions "
+										 "through the source leases."),
+							&qs_stream_workers,
+							1, 0, 64,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.stream_poll_interval",
+							gettext_noop("Longest a stream worker sleeps before it looks for work again."),
+							gettext_noop("A push that commits wakes the workers at once; the interval bounds "
+										 "how late idle flushes and expired leases are seen."),
+							&qs_stream_poll_ms,
+							1000, 10, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("queen_streams.zstd_level",
 							gettext_noop("zstd compression level of new log segments."),
 							NULL,

@@ -4,9 +4,10 @@
  * (success:false) instead of aborting the caller's transaction. Used by
  * the cycle, the transaction route and the maintenance replay.
  *
- * Only errors raised by our own frames are caught here. Cancellation and
- * statement timeouts are the caller's, not a verdict on the work: they are
- * raised again.
+ * Only errors raised by our own frames are caught here. Cancellation,
+ * statement timeouts and lock timeouts are the caller's limits, not a
+ * verdict on the work: they are raised again (a group commit gives way on a
+ * lock that way, src/http/group.c).
  */
 #include "common/common.h"
 
@@ -42,12 +43,14 @@ qs_subxact_run(QsSubxactWork work, void *arg)
 
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
+		/* raised again with this subtransaction closed, for the caller's own */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
 		error = edata->message;
 	}
 	PG_END_TRY();

@@ -40,3 +40,35 @@ qs_check_text(const char *what, const char *s, size_t len, size_t max_len)
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("%s %s", what, why)));
 }
+
+/* Why a name is refused ("must not be empty", "is too long", ...), or NULL. */
+const char *
+qs_name_problem(const char *name)
+{
+	if (name[0] == '\0')
+		return "must not be empty";
+	return qs_text_problem(name, strlen(name), QS_NAME_MAX);
+}
+
+/*
+ * A name (`kind` is "queue", "partition", ...): not empty, valid text, at
+ * most QS_NAME_MAX bytes, else 22023 naming it: "queue name", or
+ * `<item>: "queue"` for a field of a request item.
+ */
+void
+qs_check_name(const char *kind, const char *item, const char *name)
+{
+	char		what[128];
+
+	if (qs_name_problem(name) == NULL)
+		return;
+	if (item)
+		snprintf(what, sizeof(what), "%s: \"%s\"", item, kind);
+	else
+		snprintf(what, sizeof(what), "%s name", kind);
+	if (name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
+	qs_check_text(what, name, strlen(name), QS_NAME_MAX);
+}

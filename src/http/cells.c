@@ -2,9 +2,10 @@
  * cells.c: the listener on a router database (the queen_streams_router
  * extension, README "Deploying beyond one server"). There the queen
  * functions are PL/Proxy calls that run on the tenant's cell, so the
- * listener serves the same routes unchanged; three things differ:
+ * listener serves the same routes unchanged; four things differ:
  *
  * - the extension that makes a database servable may be the router's;
+ * - the listener's own partition check asks the cell (queen.partition_queue);
  * - a push through the router commits on the cell, whose commit hook wakes
  *   the cell's parked pops, not the router's: after a push or a cycle the
  *   router wakes its own pops parked on the queues it pushed to (pushes made
@@ -14,9 +15,12 @@
  *   that 400 and 404 bodies read as on a cell.
  */
 #include "http/http_int.h"
+#include "storage/storage.h"
 
+#include "catalog/pg_type_d.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 
 bool		qs_cells_is_router = false;
 
@@ -33,6 +37,32 @@ qs_cells_extension_oid(void)
 		qs_cells_is_router = OidIsValid(oid);
 	}
 	return oid;
+}
+
+static QsPlan partition_queue_plan = {
+	"SELECT q FROM queen.partition_queue($1, $2) q WHERE q IS NOT NULL",
+	2, {UUIDOID, UUIDOID}
+};
+
+/*
+ * The queue of a partition the tenant owns (NULL: not the tenant's). On a
+ * cell the storage layer's own check; on a router, where there are no
+ * tables, the cell's queen.partition_queue. Inside SPI.
+ */
+char *
+qs_cells_partition_queue(const pg_uuid_t *tenant, const pg_uuid_t *pid)
+{
+	Datum		args[2];
+	bool		isnull;
+
+	if (!qs_cells_is_router)
+		return qs_partition_owned(tenant, pid, false);
+	args[0] = qs_uuid_datum(pid);
+	args[1] = qs_uuid_datum(tenant);
+	qs_exec(&partition_queue_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+		return NULL;
+	return TextDatumGetCString(qs_col(0, 1, &isnull));
 }
 
 /*

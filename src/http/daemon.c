@@ -3,14 +3,16 @@
  * mode with its own epoll fd (which the worker waits on), no threads.
  *
  * Callbacks only ever run inside MHD_run(), called from the worker's loop.
+ * A writing request whose body is complete is suspended there and queued
+ * for the worker's next group commit (group.c), answered after it.
  * Every PostgreSQL call made from them sits inside a PG_TRY in our own
  * frame, so no error can unwind through libmicrohttpd's stack.
  *
  * We accept connections ourselves and hand them to libmicrohttpd. The
  * kernel spreads new connections over the workers' SO_REUSEPORT sockets by
  * a hash, which with a few keep-alive clients often piles several
- * connections on one worker while another has none, and a worker serves one
- * request at a time. So a worker that accepts a connection while another
+ * connections on one worker while another has none, and a worker has one
+ * transaction (a request, or a group of them) at a time. So a worker that accepts a connection while another
  * worker holds fewer passes it over (SCM_RIGHTS on a unix datagram socket).
  */
 #include "http/http_int.h"
@@ -23,7 +25,6 @@
 #include <unistd.h>
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
@@ -31,9 +32,6 @@ static struct MHD_Daemon *daemon_ = NULL;
 static bool starting = false;
 static int	listen_fd = -1;
 static int	handoff_fd = -1;		/* receives (and sends) handed-over connections */
-
-/* Answered requests whose commit is not flushed yet; their connections are suspended. */
-static dlist_head flush_wait = DLIST_STATIC_INIT(flush_wait);
 
 static const char empty_body[] = "";
 
@@ -46,7 +44,7 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	buf[strcspn(buf, "\n")] = '\0';
 	/* client misbehaviour is routine; only start-up problems are worth a LOG */
 	ereport(starting ? LOG : DEBUG1,
-			(errmsg_internal("queen_streams http: %s", buf)));
+			(errmsg_internal("libmicrohttpd: %s", buf)));
 }
 
 /* Queue req's response on its connection (active or suspended). */
@@ -187,22 +185,17 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 		else if (!req->dispatched && req->resp == NULL)
 			qs_http_dispatch(req);
 
-		if (rc == MHD_YES && req->resp != NULL && !req->responded && !req->flush_waiting)
+		if (rc == MHD_YES && req->resp != NULL && !req->responded && !req->grouped)
 		{
-			if (req->lsn != InvalidXLogRecPtr && req->lsn > GetFlushRecPtr(NULL))
-			{
-				/* answered once the commit is flushed, with the others in hand */
-				req->flush_waiting = true;
-				dlist_push_tail(&flush_wait, &req->flush_node);
-				MHD_suspend_connection(mhd);
-			}
-			else if (!queue_response(req))
+			if (!queue_response(req))
 				rc = MHD_NO;
 		}
-		else if (rc == MHD_YES && req->parked && !req->responded)
+		else if (rc == MHD_YES && (req->parked || req->grouped) && !req->responded)
 		{
+			/* answered after the wake-up (parked.c) or the group's commit (group.c) */
 			MHD_suspend_connection(mhd);
-			qs_park(req);
+			if (!req->grouped)
+				qs_park(req);
 		}
 	}
 	PG_CATCH();
@@ -241,8 +234,7 @@ completed_cb(void *cls, struct MHD_Connection *mhd, void **con_cls,
 		req->conn->linger = true;
 	}
 	qs_unpark(req);
-	if (req->flush_waiting)
-		dlist_delete(&req->flush_node);
+	qs_group_forget(req);
 	if (req->conn && req->conn->phase != QS_PHASE_CLOSING)
 		qs_conn_phase(req->conn, QS_PHASE_IDLE);
 	*con_cls = NULL;
@@ -518,7 +510,7 @@ qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len)
 	/* libmicrohttpd closes the socket when it cannot take it */
 	if (MHD_add_connection(daemon_, fd, addr, len) != MHD_YES)
 		ereport(DEBUG1,
-				(errmsg_internal("queen_streams http: could not add a connection: %m")));
+				(errmsg_internal("could not add a connection: %m")));
 }
 
 /* Take the connections other workers handed to this one. */
@@ -638,17 +630,10 @@ qs_http_daemon_fd(void)
 	return di->epoll_fd;
 }
 
-/* A parked pop got its answer outside any callback: send it and resume. */
-static void
-send_answered(QsReq *req)
+/* A suspended request got its answer outside any callback: send it and resume. */
+void
+qs_http_send_suspended(QsReq *req)
 {
-	if (req->lsn != InvalidXLogRecPtr && req->lsn > GetFlushRecPtr(NULL))
-	{
-		/* still suspended: qs_http_flush_pending answers it */
-		req->flush_waiting = true;
-		dlist_push_tail(&flush_wait, &req->flush_node);
-		return;
-	}
 	if (!queue_response(req))
 		req->close = true;
 	MHD_resume_connection(req->mhd);
@@ -664,7 +649,7 @@ qs_http_daemon_run(void)
 	QsReq	   *req;
 
 	while ((req = qs_parked_answered()) != NULL)
-		send_answered(req);
+		qs_http_send_suspended(req);
 	for (int i = 0; i < 16; i++)
 	{
 		MHD_UNSIGNED_LONG_LONG t;
@@ -685,37 +670,3 @@ qs_http_daemon_timeout(void)
 	return (long) Min(t, (MHD_UNSIGNED_LONG_LONG) INT_MAX);
 }
 
-bool
-qs_http_flush_waiting(void)
-{
-	return !dlist_is_empty(&flush_wait);
-}
-
-/* One WAL flush for every answered request, then send their answers. */
-bool
-qs_http_flush_pending(void)
-{
-	dlist_mutable_iter it;
-	XLogRecPtr	upto = InvalidXLogRecPtr;
-
-	if (dlist_is_empty(&flush_wait))
-		return false;
-	dlist_foreach_modify(it, &flush_wait)
-	{
-		QsReq	   *req = dlist_container(QsReq, flush_node, it.cur);
-
-		upto = Max(upto, req->lsn);
-	}
-	XLogFlush(upto);
-	dlist_foreach_modify(it, &flush_wait)
-	{
-		QsReq	   *req = dlist_container(QsReq, flush_node, it.cur);
-
-		dlist_delete(&req->flush_node);
-		req->flush_waiting = false;
-		if (!queue_response(req))
-			req->close = true;
-		MHD_resume_connection(req->mhd);
-	}
-	return true;
-}

@@ -9,7 +9,6 @@
 #include "http/http.h"
 #include "http/pattern.h"
 
-#include "access/xlogdefs.h"
 #include "lib/ilist.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
@@ -34,7 +33,8 @@ extern int	qs_http_tenancy;
 extern int	qs_http_retention_interval_s;
 extern int	qs_http_pop_recheck_ms;
 extern int	qs_http_sample_interval_s;
-extern bool qs_http_group_flush;
+extern int	qs_http_group_max_requests;
+extern int	qs_http_group_max_wait_ms;
 
 #define QS_TENANCY_OFF		0
 #define QS_TENANCY_HEADER	1
@@ -111,6 +111,10 @@ typedef struct QsHttpShared
 {
 	slock_t		mutex;			/* inserts into stats[] */
 	pg_atomic_uint64 wakes;		/* commits that moved a generation */
+	/* group commit (group.c): commits, the requests they carried, deferrals */
+	pg_atomic_uint64 group_commits;
+	pg_atomic_uint64 group_requests;
+	pg_atomic_uint64 group_deferrals;
 	QsWorkerSlot workers[QS_MAX_WORKERS];
 	pg_atomic_uint64 requests[QS_MAX_ROUTES][QS_CODE_COUNT];
 	/* the wake board: per queue hash slot, a generation and who waits on it */
@@ -223,9 +227,11 @@ typedef struct QsReq
 	const char *cache_control;	/* the dashboard's files: Cache-Control, */
 	const char *csp;			/* Content-Security-Policy (and nosniff) */
 	bool		close;
-	XLogRecPtr	lsn;			/* commit to flush before answering, or 0 */
-	bool		flush_waiting;
-	dlist_node	flush_node;
+	/* group commit (group.c) */
+	bool		grouped;		/* queued for, or running in, a group */
+	bool		deferred;		/* gave way to a lock held elsewhere: next group */
+	dlist_node	group_node;
+	TimestampTz queued_at;
 	QsPop	   *pop;			/* the pop route's parameters */
 	void	   *state;			/* other routes' parsed body and result */
 } QsReq;
@@ -238,8 +244,7 @@ extern int	qs_http_handoff_fd(void);
 extern bool qs_http_accept(bool take_new);
 extern void qs_http_daemon_run(void);
 extern long qs_http_daemon_timeout(void);
-extern bool qs_http_flush_pending(void);
-extern bool qs_http_flush_waiting(void);
+extern void qs_http_send_suspended(QsReq *req);
 
 extern size_t qs_http_pool_size(void);
 extern void qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len);
@@ -269,22 +274,33 @@ extern void qs_http_dispatch(QsReq *req);
 extern void qs_http_retry(QsReq *req);
 extern void qs_http_error(QsReq *req, int status, const char *message);
 extern void qs_http_json(QsReq *req, int status, const char *json, int len);
+extern void qs_http_body_check(QsReq *req);
 extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern const char *qs_http_query_value(QsReq *req, const char *key);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
 extern void qs_http_count_status(QsRouteId route, int status);
-extern bool qs_group_flush(void);
 extern bool qs_extension_installed(void);
 
 /* cells.c: the listener on a router database */
 extern bool qs_cells_is_router;
 extern Oid	qs_cells_extension_oid(void);
+extern char *qs_cells_partition_queue(const pg_uuid_t *tenant, const pg_uuid_t *pid);
 extern void qs_cells_pushed(QsReq *req, Jsonb *results);
 extern const char *qs_cells_remote_message(const char *message);
+extern void qs_http_extension_missing(QsReq *req);
+extern void qs_http_fail(QsReq *req, const char *failed, ErrorData *edata);
 extern int	qs_http_status_for_error(int sqlerrcode);
 extern const char *qs_http_error_words(int sqlerrcode);
+
+/* ---------------------------------------------------------------- group.c */
+extern bool qs_group_wants(QsReq *req);
+extern void qs_group_add(QsReq *req);
+extern void qs_group_forget(QsReq *req);
+extern bool qs_group_due(void);
+extern long qs_group_timeout(void);
+extern void qs_group_run(void);
 
 /* ---------------------------------------------------------------- routes */
 /* Each route has a parse step (no transaction) and a run step (in one). */
@@ -327,7 +343,9 @@ typedef struct QsRoute
 
 extern const QsRoute qs_routes[];
 extern const int qs_nroutes;
+extern bool qs_route_needs_primary(QsRouteId id);
 extern const QsRouteDef qs_route_call;
+extern const QsRouteDef *qs_route_def(QsRouteId id);
 
 extern const QsRouteDef qs_route_push;
 extern const QsRouteDef qs_route_pop;
@@ -354,8 +372,17 @@ extern void qs_unpark(QsReq *req);
 /* the worker: retry what is due; how long it may sleep */
 extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
+extern void qs_parked_answer_all(void (*answer) (QsReq *req));
 /* the push hook (common/hooks.c), any backend: count and wake at commit */
 extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
+
+/* role.c: the node's role (primary or hot standby) and going away */
+extern bool qs_role_standby(void);
+extern char *qs_role_primary_address(void);
+extern bool qs_role_dying(void);
+extern bool qs_role_refuses(QsReq *req);
+extern void qs_role_after(QsReq *req);
+extern void qs_role_release_parked(void);
 
 /* samples.c: the first worker samples the counters for the charts */
 extern void qs_samples_take(void);

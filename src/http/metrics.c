@@ -5,6 +5,7 @@
  */
 #include "http/http_int.h"
 #include "storage/storage.h"
+#include "streams/streams.h"
 
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -126,6 +127,26 @@ header(StringInfo out, const char *name, const char *type, const char *help)
 	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static const char *const stream_metric[QS_SC_COUNT] = {
+	"queen_streams_stream_cycles_total",
+	"queen_streams_stream_cycles_failed_total",
+	"queen_streams_stream_events_total",
+	"queen_streams_stream_events_filtered_total",
+	"queen_streams_stream_events_late_total",
+	"queen_streams_stream_windows_total",
+	"queen_streams_stream_idle_flushes_total"
+};
+
+static const char *const stream_help[QS_SC_COUNT] = {
+	"Cycles the stream workers committed for declared streams.",
+	"Steps of the stream workers that failed and rolled back (pop, fold, cycle, flush).",
+	"Source messages folded by declared streams (each counted once per committed cycle).",
+	"Source messages a declared stream's filter left out.",
+	"Source messages that arrived too late for their windows (dropped or sent to the late queue).",
+	"Closed windows declared streams pushed to their sinks.",
+	"Idle-flush cycles of declared streams."
+};
+
 static const char *const stat_help[QS_STAT_COUNT] = {
 	"Messages pushed and committed (from HTTP, SQL and cycle sinks).",
 	"Messages delivered by HTTP pops.",
@@ -204,11 +225,32 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 		   "Commits that moved the wake generation of a queue.");
 	appendStringInfo(out, "queen_streams_wakeups_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->wakes));
+	header(out, "queen_streams_http_group_commits_total", "counter",
+		   "Group commits: transactions that carried one or more HTTP requests.");
+	appendStringInfo(out, "queen_streams_http_group_commits_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&s->group_commits));
+	header(out, "queen_streams_http_group_requests_total", "counter",
+		   "HTTP requests committed by group commits.");
+	appendStringInfo(out, "queen_streams_http_group_requests_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&s->group_requests));
+	header(out, "queen_streams_http_group_deferrals_total", "counter",
+		   "Requests that gave way on a lock held elsewhere and ran in a later group.");
+	appendStringInfo(out, "queen_streams_http_group_deferrals_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&s->group_deferrals));
 	/* server-wide, like the wake-ups (storage counts it: fence.c) */
 	header(out, "queen_streams_corrupt_segment_skips_total", "counter",
 		   "Wildcard pops that skipped a partition whose next segment does not decode.");
 	appendStringInfo(out, "queen_streams_corrupt_segment_skips_total " UINT64_FORMAT "\n",
 					 qs_corrupt_skips());
+	/* declared streams, server-wide (the stream workers count them: src/streams/pool.c) */
+	for (int k = 0; k < QS_SC_COUNT; k++)
+	{
+		header(out, stream_metric[k], "counter", stream_help[k]);
+		appendStringInfo(out, "%s " UINT64_FORMAT "\n", stream_metric[k],
+						 qs_stream_counter((QsStreamCounter) k));
+	}
+	header(out, "queen_streams_stream_workers_up", "gauge", "Stream workers running.");
+	appendStringInfo(out, "queen_streams_stream_workers_up %d\n", qs_stream_workers_up());
 
 queues:
 	for (int k = 0; k < QS_STAT_COUNT; k++)

@@ -20,6 +20,7 @@
  * request again through the router. Nothing here calls the daemon.
  */
 #include "http/http_int.h"
+#include "streams/streams.h"
 
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -157,6 +158,27 @@ qs_parked_poll(void)
 	}
 }
 
+/*
+ * The worker is going away (role.c): every waiting pop gets its answer from
+ * `answer` now, for the daemon to send, instead of waiting for its retry.
+ */
+void
+qs_parked_answer_all(void (*answer) (QsReq *req))
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &waiting)
+	{
+		QsPark	   *p = dlist_container(QsPark, node, it.cur);
+
+		stop_watching(p);
+		p->req->parked = false;
+		answer(p->req);
+		dlist_push_tail(&answered, &p->node);
+		p->state = QS_PARK_ANSWERED;
+	}
+}
+
 /* Milliseconds until a parked pop is due: 0 now, -1 none parked. */
 long
 qs_parked_timeout(void)
@@ -229,7 +251,10 @@ pending_apply(void)
 		moved = true;
 	}
 	if (moved)
+	{
 		pg_atomic_fetch_add_u64(&s->wakes, 1);
+		qs_streams_wake();		/* declared streams may read these queues */
+	}
 	for (int w = 0; wake != 0 && w < QS_MAX_WORKERS; w++)
 	{
 		if ((wake & (UINT64CONST(1) << w)) == 0)

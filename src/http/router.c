@@ -4,23 +4,23 @@
  *
  * A request is routed and checked (limits, tenant header, body size) when
  * its headers arrive, parsed (JSON body, query parameters) once its body is
- * in, both with no transaction open. Then one transaction runs the route's
- * SQL function through SPI and commits; after-commit bookkeeping follows;
- * the response is written last. A failure aborts the transaction and is
- * answered here (400 for invalid input, 500 otherwise); the worker goes on.
+ * in, both with no transaction open. A writing route then joins the
+ * worker's next group commit (group.c); any other runs the route's SQL
+ * function through SPI in one transaction of its own and commits;
+ * after-commit bookkeeping follows; the response is written last. A failure
+ * aborts the transaction and is answered here (400 for invalid input, 500
+ * otherwise); the worker goes on.
  */
 #include "http/http_int.h"
 
 #include <microhttpd.h>
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "replication/syncrep.h"
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -113,13 +113,10 @@ qs_http_jsonb_text(Jsonb *jb, int *len)
 	return out.data;
 }
 
-/* The body as jsonb, parsed with no transaction; bad JSON is invalid input. */
-Jsonb *
-qs_http_body_jsonb(QsReq *req)
+/* A JSON body must be there, free of NUL and in the database's encoding. */
+void
+qs_http_body_check(QsReq *req)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	Jsonb	   *volatile jb = NULL;
-
 	if (req->body.len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -130,6 +127,16 @@ qs_http_body_jsonb(QsReq *req)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("bad body: invalid byte sequence for encoding \"%s\"",
 						GetDatabaseEncodingName())));
+}
+
+/* The body as jsonb, parsed with no transaction; bad JSON is invalid input. */
+Jsonb *
+qs_http_body_jsonb(QsReq *req)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Jsonb	   *volatile jb = NULL;
+
+	qs_http_body_check(req);
 	PG_TRY();
 	{
 		jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(req->body.data)));
@@ -164,10 +171,10 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 
 	qs_exec((QsPlan *) plan, args, nulls, 1);
 	if (SPI_processed != 1)
-		elog(ERROR, "queen_streams: %s returned no row", ((QsPlan *) plan)->sql);
+		elog(ERROR, "%s returned no row", ((QsPlan *) plan)->sql);
 	d = qs_col(0, 1, &isnull);
 	if (isnull)
-		elog(ERROR, "queen_streams: %s returned NULL", ((QsPlan *) plan)->sql);
+		elog(ERROR, "%s returned NULL", ((QsPlan *) plan)->sql);
 	old = MemoryContextSwitchTo(into);
 	jb = DatumGetJsonbPCopy(d);
 	MemoryContextSwitchTo(old);
@@ -177,8 +184,7 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 /*
  * The status of a call that raised, by SQLSTATE: invalid input (22023,
  * 22P02, numbers and dates that do not parse or fit) is 400, a named thing
- * that does not exist (42704) 404, try again later (57P03) 503, anything
- * else 500.
+ * that does not exist (42704) 404, anything else 500.
  */
 int
 qs_http_status_for_error(int sqlerrcode)
@@ -234,13 +240,14 @@ qs_http_error_words(int sqlerrcode)
 
 /* ---------------------------------------------------------------- routing */
 
-static const QsRouteDef *
-route_def(QsRouteId id)
+const QsRouteDef *
+qs_route_def(QsRouteId id)
 {
 	if (id == QS_R_NONE)
 		return NULL;
 	return qs_routes[id].call ? &qs_route_call : qs_routes[id].def;
 }
+
 
 /* The name of the i-th ":name" of a pattern. */
 static void
@@ -580,8 +587,8 @@ qs_extension_installed(void)
 	return OidIsValid(extension_oid);
 }
 
-static void
-extension_missing(QsReq *req)
+void
+qs_http_extension_missing(QsReq *req)
 {
 	char	   *msg = psprintf("queen_streams is not installed in database \"%s\"; "
 							   "run CREATE EXTENSION queen_streams there",
@@ -592,46 +599,39 @@ extension_missing(QsReq *req)
 }
 
 /*
- * Group flush (queen_streams.group_flush, off by default): with a locally
- * synchronous commit (no synchronous standby), the worker commits each
- * request without waiting for its WAL flush, then flushes once for every
- * request it has in hand and only then answers them (daemon.c). One fsync
- * serves many requests and no response is sent before its commit is
- * durable, but other sessions can see a commit a moment before it is: a
- * consumer could read a sink message that a crash then takes back. That is
- * why it is opt-in.
+ * A request that raised (or whose group's commit did): invalid input and
+ * unknown names answer their message, anything else a 500 whose words say
+ * what happened without the error's text, which goes to the server log.
  */
-bool
-qs_group_flush(void)
+void
+qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 {
-	return qs_http_group_flush &&
-		synchronous_commit >= SYNCHRONOUS_COMMIT_LOCAL_FLUSH &&
-		(SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0');
+	int			status = qs_http_status_for_error(edata->sqlerrcode);
+
+	req->parked = false;
+	if (status == 400 || status == 404 || status == 503)
+	{
+		if (status == 503)
+			req->retry_after = "1";
+		qs_http_error(req, status, qs_cells_remote_message(edata->message));
+	}
+	else
+	{
+		/* the whole error to the server log, words without its text to the client */
+		ereport(LOG,
+				(errcode(edata->sqlerrcode),
+				 errmsg("HTTP request %s %s failed: %s",
+						req->method, req->url, edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 edata->context ? errcontext("%s", edata->context) : 0));
+		qs_http_error(req, 500, psprintf("%s: %s", failed,
+										 qs_http_error_words(edata->sqlerrcode)));
+	}
 }
 
-static int	saved_synchronous_commit;
-
-static void
-commit(QsReq *req)
-{
-	XLogRecPtr	before = XactLastCommitEnd;
-	bool		group = qs_group_flush();
-
-	saved_synchronous_commit = synchronous_commit;
-	if (group)
-		synchronous_commit = SYNCHRONOUS_COMMIT_OFF;
-	CommitTransactionCommand();
-	synchronous_commit = saved_synchronous_commit;
-	if (group && XactLastCommitEnd != before)
-		req->lsn = XactLastCommitEnd;
-}
-
-/*
- * Parse (first attempt only), then run the route in one transaction. Every
- * error is caught here and becomes the response.
- */
-static void
-execute(QsReq *req, const QsRouteDef *def, bool first)
+/* Parse the request; an error becomes its answer (false). No transaction. */
+static bool
+parse(QsReq *req, const QsRouteDef *def)
 {
 	MemoryContext cxt = req->ctx;
 	volatile bool proceed = true;
@@ -639,11 +639,39 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		if (first && def->parse)
+		if (def->parse)
 			proceed = def->parse(req);
-		if (proceed && !def->needs_xact)
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		qs_http_fail(req, def->failed, edata);
+		proceed = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	return proceed;
+}
+
+/*
+ * Run the route alone, in a transaction of its own (or none). Every error
+ * is caught here and becomes the response.
+ */
+static void
+execute(QsReq *req, const QsRouteDef *def)
+{
+	MemoryContext cxt = req->ctx;
+
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		if (!def->needs_xact)
 			def->run(req);
-		else if (proceed)
+		else
 		{
 			SetCurrentStatementStartTimestamp();
 			StartTransactionCommand();
@@ -655,14 +683,14 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 			MemoryContextSwitchTo(cxt);
 
 			if (def->needs_extension && !qs_extension_installed())
-				extension_missing(req);
+				qs_http_extension_missing(req);
 			else
 				def->run(req);
 
 			PopActiveSnapshot();
 			if (qs_http_statement_timeout_ms > 0)
 				disable_timeout(STATEMENT_TIMEOUT, false);
-			commit(req);
+			CommitTransactionCommand();
 			MemoryContextSwitchTo(cxt);
 			if (def->after && req->status < 300)
 			{
@@ -684,10 +712,8 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 	PG_CATCH();
 	{
 		ErrorData  *edata;
-		int			status;
 
 		HOLD_INTERRUPTS();
-		synchronous_commit = saved_synchronous_commit;
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
@@ -697,37 +723,18 @@ execute(QsReq *req, const QsRouteDef *def, bool first)
 		MemoryContextSwitchTo(cxt);
 		RESUME_INTERRUPTS();
 
-		req->parked = false;
-		status = qs_http_status_for_error(edata->sqlerrcode);
-		if (status == 400 || status == 404 || status == 503)
-		{
-			if (status == 503)
-				req->retry_after = "1";
-			qs_http_error(req, status, qs_cells_remote_message(edata->message));
-		}
-		else
-		{
-			/* the whole error to the server log, words without its text to the client */
-			ereport(LOG,
-					(errcode(edata->sqlerrcode),
-					 errmsg("queen_streams http: %s %s failed: %s",
-							req->method, req->url, edata->message),
-					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-					 edata->context ? errcontext("%s", edata->context) : 0));
-			qs_http_error(req, 500, psprintf("%s: %s", def->failed,
-											 qs_http_error_words(edata->sqlerrcode)));
-		}
+		qs_http_fail(req, def->failed, edata);
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 }
 
-/* The body is complete: serve the request (a pop may wait: req->parked). */
+/* The body is complete: serve the request, park it or queue it for a group. */
 void
 qs_http_dispatch(QsReq *req)
 {
-	const QsRouteDef *def = route_def(req->route);
+	const QsRouteDef *def = qs_route_def(req->route);
 
 	req->dispatched = true;
 	if (req->conn)
@@ -737,12 +744,24 @@ qs_http_dispatch(QsReq *req)
 		qs_http_error(req, 404, "not found");
 		return;
 	}
-	execute(req, def, true);
+	if (qs_role_refuses(req))
+		return;
+	if (!parse(req, def))
+		return;
+	/* a writing route waits for the worker's next group (group.c) */
+	if (qs_group_wants(req))
+	{
+		qs_group_add(req);
+		return;
+	}
+	execute(req, def);
+	qs_role_after(req);
 }
 
 /* A parked pop retries (parked.c): same request, a new transaction. */
 void
 qs_http_retry(QsReq *req)
 {
-	execute(req, route_def(req->route), false);
+	execute(req, qs_route_def(req->route));
+	qs_role_after(req);
 }

@@ -34,6 +34,8 @@ const QsRoute qs_routes[] = {
 	{"POST", "/streams/v1/queries", "streams_queries", W, &qs_route_queries, NULL},
 	{"POST", "/streams/v1/state/get", "streams_state_get", R, &qs_route_state_get, NULL},
 	{"POST", "/streams/v1/cycle", "streams_cycle", W, &qs_route_cycle, NULL},
+	{"GET", "/streams/v1/streams", "streams_streams", R, NULL,
+	CALL(200, "SELECT queen_streams.streams($1)", "tenant")},
 
 	/* queue administration */
 	{"POST", "/api/v1/configure", "configure", W, &qs_route_configure, NULL},
@@ -146,5 +148,34 @@ const QsRoute qs_routes[] = {
 };
 
 const int	qs_nroutes = lengthof(qs_routes);
+
+/*
+ * Whether a route must run on the primary; a hot standby answers it 503
+ * (role.c). Those are the routes that write: every level above read except
+ * the admin GETs (the maintenance switches read), pop included (it takes
+ * leases). And streams state/get, the read half of a cycle's
+ * read-modify-write: a standby's copy may trail the primary's by the
+ * commits not yet replayed, and a counter built on it would lose updates.
+ */
+bool
+qs_route_needs_primary(QsRouteId id)
+{
+	const QsRoute *r = &qs_routes[id];
+
+	if (id == QS_R_NONE)
+		return false;
+	if (r->def == &qs_route_state_get)
+		return true;
+	switch (r->access)
+	{
+		case QS_ACCESS_PUSH_ONLY:
+		case QS_ACCESS_WRITE:
+			return true;
+		case QS_ACCESS_ADMIN:
+			return strcmp(r->method, "GET") != 0;
+		default:
+			return false;
+	}
+}
 
 StaticAssertDecl(lengthof(qs_routes) <= QS_MAX_ROUTES, "raise QS_MAX_ROUTES");

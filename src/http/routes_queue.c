@@ -19,7 +19,7 @@
 #include "utils/builtins.h"
 
 static QsPlan push_plan = {
-	"SELECT queen.push($1, $2, $3)", 3, {JSONBOID, UUIDOID, TEXTOID}
+	"SELECT queen.push_text($1, $2, $3)", 3, {TEXTOID, UUIDOID, TEXTOID}
 };
 
 static QsPlan push_buffer_plan = {
@@ -37,11 +37,6 @@ static QsPlan ack_plan = {
 
 static QsPlan renew_plan = {
 	"SELECT queen.renew_lease($1, $2, $3)", 3, {TEXTOID, INT4OID, UUIDOID}
-};
-
-static QsPlan partition_queue_plan = {
-	"SELECT q FROM queen.partition_queue($1, $2) q WHERE q IS NOT NULL",
-	2, {UUIDOID, UUIDOID}
 };
 
 /* Parsed request bodies kept on the request between steps. */
@@ -80,14 +75,23 @@ respond_jsonb(QsReq *req, int status, Jsonb *jb)
 
 /* ---------------------------------------------------------------- push */
 
+/* The body stays text: queen.push_text reads it in one pass. */
+static bool
+push_parse(QsReq *req)
+{
+	qs_http_body_check(req);
+	req->state = palloc0(sizeof(QsBody));
+	return true;
+}
+
 static void
 push_run(QsReq *req)
 {
 	QsBody	   *b = body_of(req);
 	Datum		args[3];
 	char		nulls[3] = "  n";
+	MemoryContext cxt = CurrentMemoryContext;
 
-	args[0] = JsonbPGetDatum(b->request);
 	args[1] = qs_uuid_datum(&req->tenant);
 	if (req->sub)
 	{
@@ -96,15 +100,43 @@ push_run(QsReq *req)
 	}
 	qs_spi_connect();
 	/* push maintenance: hold the body for replay instead (maintenance.c) */
-	b->response = qs_http_call(qs_maintenance_on(false) ? &push_buffer_plan : &push_plan,
-							   args, nulls, req->ctx);
+	if (qs_maintenance_on(false))
+	{
+		args[0] = JsonbPGetDatum(qs_http_body_jsonb(req));
+		b->response = qs_http_call(&push_buffer_plan, args, nulls, req->ctx);
+	}
+	else
+	{
+		args[0] = PointerGetDatum(cstring_to_text_with_len(req->body.data, req->body.len));
+		qs_push_text_parse_clear();
+		PG_TRY();
+		{
+			b->response = qs_http_call(&push_plan, args, nulls, req->ctx);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			if (!qs_push_text_parse_failed())
+				PG_RE_THROW();
+			/* the body is not JSON: the same answer as every JSON route's */
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 edata->detail ? errmsg("bad body: %s: %s", edata->message, edata->detail)
+					 : errmsg("bad body: %s", edata->message)));
+		}
+		PG_END_TRY();
+	}
 	qs_spi_finish();
 	qs_cells_pushed(req, b->response);
 	respond_jsonb(req, 201, b->response);
 }
 
 /* Pushed messages are counted and their queues woken at commit (shmem.c). */
-const QsRouteDef qs_route_push = {parse_json_body, push_run, NULL, "push failed", true, true};
+const QsRouteDef qs_route_push = {push_parse, push_run, NULL, "push failed", true, true};
 
 /* ---------------------------------------------------------------- pop */
 
@@ -309,22 +341,16 @@ ack_run(QsReq *req)
 	for (int i = 0; i < n; i++)
 	{
 		pg_uuid_t	pid;
-		Datum		pargs[2];
+		char	   *queue;
 
+		CHECK_FOR_INTERRUPTS();
 		if (items[i] == NULL ||
 			!qs_json_uuid(items[i], "partitionId", "ack", false, &pid) ||
 			qs_partition_stat(&pid, &req->tenant) != NULL)
 			continue;
-		pargs[0] = qs_uuid_datum(&pid);
-		pargs[1] = args[1];
-		qs_exec(&partition_queue_plan, pargs, NULL, 1);
-		if (SPI_processed == 1)
-		{
-			bool		isnull;
-
-			qs_partition_stat_remember(&pid, &req->tenant,
-									   TextDatumGetCString(qs_col(0, 1, &isnull)));
-		}
+		queue = qs_cells_partition_queue(&req->tenant, &pid);
+		if (queue)
+			qs_partition_stat_remember(&pid, &req->tenant, queue);
 	}
 	qs_spi_finish();
 	respond_jsonb(req, 200, b->response);
@@ -406,15 +432,24 @@ const QsRouteDef qs_route_lease_extend = {lease_parse, lease_run, NULL, "lease e
 
 /* ---------------------------------------------------------------- health */
 
+/*
+ * "healthy" on the primary, "standby" on a hot standby (200 both: a standby
+ * serves reads), with the primary it streams from when it is streaming.
+ */
 static void
 health_run(QsReq *req)
 {
 	QsJson		j;
 	bool		installed = qs_extension_installed();
+	bool		standby = qs_role_standby();
+	char	   *primary = standby ? qs_role_primary_address() : NULL;
 
 	qsj_init(&j);
 	qsj_object(&j, NULL);
-	qsj_str(&j, "status", installed ? "healthy" : "unavailable");
+	qsj_str(&j, "status", !installed ? "unavailable" : standby ? "standby" : "healthy");
+	qsj_str(&j, "role", standby ? "standby" : "primary");
+	if (primary)
+		qsj_str(&j, "primary", primary);
 	qsj_str(&j, "database", get_database_name(MyDatabaseId));
 	qsj_bool(&j, "extension", installed);
 	qsj_str(&j, "version", QS_VERSION);

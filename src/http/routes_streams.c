@@ -35,11 +35,6 @@ static QsPlan cycle_plan = {
 	"SELECT queen_streams.cycle($1, $2)", 2, {JSONBOID, UUIDOID}
 };
 
-static QsPlan owner_plan = {
-	"SELECT 1 FROM queen.partition_queue($1, $2) q WHERE q IS NOT NULL",
-	2, {UUIDOID, UUIDOID}
-};
-
 static bool
 parse(QsReq *req, const char *route)
 {
@@ -78,17 +73,13 @@ partition_visible(QsReq *req, StreamsCall *c)
 {
 	JsonbValue	v;
 	pg_uuid_t	pid;
-	Datum		args[2];
 
 	if (qs_http_tenancy != QS_TENANCY_HEADER || !JB_ROOT_IS_OBJECT(c->request) ||
 		getKeyJsonValueFromContainer(&c->request->root, "partition_id", 12, &v) == NULL ||
 		v.type != jbvString ||
 		!qs_uuid_parse(v.val.string.val, v.val.string.len, &pid))
 		return true;
-	args[0] = qs_uuid_datum(&pid);
-	args[1] = qs_uuid_datum(&req->tenant);
-	qs_exec(&owner_plan, args, NULL, 1);
-	if (SPI_processed == 1)
+	if (qs_cells_partition_queue(&req->tenant, &pid) != NULL)
 		return true;
 	qs_http_error(req, 404, "not found");
 	return false;
@@ -117,11 +108,7 @@ run(QsReq *req, QsPlan *plan, bool gated)
 
 		if (getKeyJsonValueFromContainer(&c->response->root, "push_results", 12, &v) != NULL &&
 			v.type == jbvBinary)
-		{
-			Jsonb	   *arr = JsonbValueToJsonb(&v);
-
-			qs_cells_pushed(req, arr);
-		}
+			qs_cells_pushed(req, JsonbValueToJsonb(&v));
 	}
 	req->status = qs_http_status(c->route, c->response);
 	req->resp = qs_http_jsonb_text(c->response, &len);

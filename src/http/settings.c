@@ -22,7 +22,8 @@ int			qs_http_tenancy = QS_TENANCY_OFF;
 int			qs_http_retention_interval_s = 60;
 int			qs_http_pop_recheck_ms = 1000;
 int			qs_http_sample_interval_s = 60;
-bool		qs_http_group_flush = false;
+int			qs_http_group_max_requests = 64;
+int			qs_http_group_max_wait_ms = 0;
 
 static const struct config_enum_entry tenancy_options[] = {
 	{"off", QS_TENANCY_OFF, false},
@@ -144,13 +145,18 @@ qs_http_guc_init(void)
 							1000, 10, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
-	DefineCustomBoolVariable("queen_streams.group_flush",
-							 gettext_noop("HTTP workers flush the WAL once for all requests in hand instead of once per commit."),
-							 gettext_noop("Answers still wait for their commit to be durable, but other sessions may see "
-										  "a commit a moment before it is, as with synchronous_commit = off."),
-							 &qs_http_group_flush,
-							 false,
-							 PGC_SIGHUP, 0,
-							 NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.group_commit_max_requests",
+							gettext_noop("Most writing HTTP requests a worker runs in one transaction and commits together; 1 disables group commit."),
+							gettext_noop("Each request runs in its own subtransaction; answers follow the shared, synchronous commit."),
+							&qs_http_group_max_requests,
+							64, 1, 10000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.group_commit_max_wait",
+							gettext_noop("How long a worker waits for more requests before it runs a group that is not full; 0 runs what arrived together."),
+							NULL,
+							&qs_http_group_max_wait_ms,
+							0, 0, 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 }
-

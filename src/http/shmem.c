@@ -48,6 +48,9 @@ qs_shmem_startup(void)
 		memset(s, 0, sizeof(QsHttpShared));
 		SpinLockInit(&s->mutex);
 		pg_atomic_init_u64(&s->wakes, 0);
+		pg_atomic_init_u64(&s->group_commits, 0);
+		pg_atomic_init_u64(&s->group_requests, 0);
+		pg_atomic_init_u64(&s->group_deferrals, 0);
 		pg_atomic_init_u64(&s->sample_seq, 0);
 		for (int i = 0; i < QS_MAX_WORKERS; i++)
 		{

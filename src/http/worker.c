@@ -8,6 +8,11 @@
  * Every wait is that one call, so SIGTERM, SIGHUP, pushes that commit and
  * ProcSignalBarriers (DROP DATABASE) are all seen at once. No transaction
  * is open between requests.
+ *
+ * The workers start once the server is consistent, so a hot standby has
+ * its listener too (reads served, writes refused: role.c) and keeps it
+ * through a promotion. Worker 0's retention sweeps write, so they wait
+ * until the node is the primary.
  */
 #include "http/http_int.h"
 #include "storage/storage.h"
@@ -19,6 +24,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -46,7 +52,7 @@ qs_http_init(void)
 	{
 		memset(&worker, 0, sizeof(worker));
 		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_start_time = BgWorkerStart_ConsistentState;
 		worker.bgw_restart_time = 1;
 		strlcpy(worker.bgw_library_name, "queen_streams", BGW_MAXLEN);
 		strlcpy(worker.bgw_function_name, "qs_http_worker_main", BGW_MAXLEN);
@@ -156,23 +162,195 @@ min_timeout(long a, long b)
 	return Min(a, b);
 }
 
-void
-qs_http_worker_main(Datum main_arg)
+/* Milliseconds until `at`, never below 0. */
+static long
+until(TimestampTz at)
 {
-	int			index = DatumGetInt32(main_arg);
+	return Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), at));
+}
+
+/* What the worker's loop keeps between its steps. */
+typedef struct Loop
+{
+	int			index;
 	QsWorkerSlot *slot;
 	WaitEventSet *wes;
-	MemoryContext loop_cxt;
-	TimestampTz next_retention = 0;
-	TimestampTz next_sample = 0;
-	TimestampTz next_bind = 0;
-	TimestampTz accept_resume = 0;	/* out of descriptors: accept again then */
-	long		stats_wait = 0;
-	int			bind_failures = 0;
-	int			listen_pos = -1;
-	int			handoff_pos = -1;
-	bool		listening = false;
+	bool		listening;
+	int			listen_pos;
+	int			handoff_pos;
+	int			bind_failures;
+	TimestampTz next_bind;
+	TimestampTz accept_resume;	/* out of descriptors: accept again then */
+	TimestampTz next_sample;
+	TimestampTz next_retention;
+	long		stats_wait;
+	MemoryContext cxt;			/* reset every turn */
+} Loop;
 
+/* Bind, retrying with backoff when the port is taken. */
+static void
+step_bind(Loop *l)
+{
+	if (l->listening || GetCurrentTimestamp() < l->next_bind)
+		return;
+	if (!qs_http_daemon_start())
+	{
+		l->bind_failures++;
+		l->next_bind = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   Min(60000, 1000 * l->bind_failures));
+		return;
+	}
+	AddWaitEventToSet(l->wes, WL_SOCKET_READABLE, qs_http_daemon_fd(), NULL, NULL);
+	l->listen_pos = AddWaitEventToSet(l->wes, WL_SOCKET_READABLE, qs_http_listen_fd(), NULL, NULL);
+	if (qs_http_handoff_fd() >= 0)
+		l->handoff_pos = AddWaitEventToSet(l->wes, WL_SOCKET_READABLE, qs_http_handoff_fd(),
+										   NULL, NULL);
+	if (qs_screen_fd() >= 0)
+		AddWaitEventToSet(l->wes, WL_SOCKET_READABLE, qs_screen_fd(), NULL, NULL);
+	l->listening = true;
+	l->slot->listening = true;
+	ereport(LOG,
+			(errmsg("queen_streams http worker %d listening on %s:%d",
+					l->index, qs_http_listen_address, qs_http_port)));
+}
+
+/* How long the next wait may sleep: the nearest of every deadline. */
+static long
+step_timeout(Loop *l)
+{
+	long		timeout;
+
+	if (!l->listening)
+		timeout = until(l->next_bind);
+	else
+	{
+		timeout = qs_http_daemon_timeout();
+		timeout = min_timeout(timeout, qs_limits_timeout());
+		timeout = min_timeout(timeout, qs_parked_timeout());
+		timeout = min_timeout(timeout, qs_screen_timeout());
+		timeout = min_timeout(timeout, qs_group_timeout());
+		if (l->accept_resume != 0)
+			timeout = min_timeout(timeout, until(l->accept_resume));
+	}
+	if (l->stats_wait > 0)
+		timeout = min_timeout(timeout, l->stats_wait);
+	if (l->index == 0 && l->next_sample != 0)
+		timeout = min_timeout(timeout, until(l->next_sample));
+	if (l->index == 0 && qs_http_retention_interval_s > 0 && l->next_retention != 0)
+		timeout = min_timeout(timeout, until(l->next_retention));
+	return timeout;
+}
+
+/* Wait, then take signals and settings; true when a connection waits to be accepted. */
+static bool
+step_wait(Loop *l, long timeout)
+{
+	WaitEvent	events[6];
+	bool		accept_now = false;
+	int			nevents;
+
+	nevents = WaitEventSetWait(l->wes, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	for (int i = 0; i < nevents; i++)
+		if (events[i].pos == l->listen_pos || events[i].pos == l->handoff_pos)
+			accept_now = true;
+
+	/* going away (shutdown, or the postmaster died): no parked pop hangs */
+	if (qs_role_dying())
+	{
+		if (l->listening)
+			qs_role_release_parked();
+		if (!PostmasterIsAlive())
+			proc_exit(1);
+	}
+
+	/* Nothing runs between requests: a stray cancel has nothing to cancel. */
+	QueryCancelPending = false;
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+	return accept_now;
+}
+
+/* Accept what waits, unless out of descriptors (then pause the listening socket). */
+static void
+step_accept(Loop *l, bool accept_now)
+{
+	if (l->accept_resume != 0 && GetCurrentTimestamp() >= l->accept_resume)
+	{
+		ModifyWaitEvent(l->wes, l->listen_pos, WL_SOCKET_READABLE, NULL);
+		l->accept_resume = 0;
+		accept_now = true;
+	}
+	if (accept_now && !qs_http_accept(l->accept_resume == 0))
+	{
+		/* the socket stays readable: stop waiting on it for a while */
+		ModifyWaitEvent(l->wes, l->listen_pos, 0, NULL);
+		l->accept_resume = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 100);
+	}
+}
+
+/*
+ * Serve: screen new connections, retry parked pops, let libmicrohttpd read
+ * and answer, then run the group of writing requests that pass queued,
+ * and again for what arrived meanwhile.
+ */
+static void
+step_serve(Loop *l, bool accept_now)
+{
+	step_accept(l, accept_now);
+	qs_screen_run();
+	qs_parked_poll();
+	/* a request's context may be current, and go with its connection */
+	MemoryContextSwitchTo(l->cxt);
+	qs_http_daemon_run();
+	for (int i = 0; i < 64 && qs_group_due(); i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		MemoryContextSwitchTo(l->cxt);
+		qs_group_run();
+		MemoryContextSwitchTo(l->cxt);
+		qs_http_daemon_run();
+	}
+	MemoryContextSwitchTo(l->cxt);
+	qs_limits_sweep();
+}
+
+/* The first worker's samples and retention sweeps; every worker's statistics. */
+static void
+step_periodic(Loop *l)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	/* the dashboard's samples: one at start, then every sample_interval */
+	if (l->index == 0 && now >= l->next_sample)
+	{
+		qs_samples_take();
+		l->next_sample = TimestampTzPlusMilliseconds(now, qs_http_sample_interval_s * 1000L);
+	}
+	if (l->index == 0 && qs_http_retention_interval_s > 0)
+	{
+		if (l->next_retention == 0)
+			l->next_retention = TimestampTzPlusMilliseconds(now, qs_http_retention_interval_s * 1000L);
+		else if (now >= l->next_retention)
+		{
+			if (!qs_role_standby())
+				run_retention();
+			l->next_retention = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															qs_http_retention_interval_s * 1000L);
+		}
+	}
+	/* bgworkers flush their own statistics */
+	l->stats_wait = pgstat_report_stat(false);
+}
+
+/* Connect, take the worker's slot and set up the wait. */
+static void
+worker_start(Loop *l, int index)
+{
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -180,152 +358,47 @@ qs_http_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnection(qs_http_database, NULL, 0);
 	pgstat_report_appname("queen_streams http");
 
+	memset(l, 0, sizeof(Loop));
+	l->index = index;
+	l->listen_pos = -1;
+	l->handoff_pos = -1;
 	qs_http_worker_index = index;
-	slot = &qs_http_shared->workers[index];
-	pg_atomic_write_u32(&slot->connections, 0);
-	pg_atomic_write_u32(&slot->incoming, 0);
-	slot->handoff = false;
-	pg_atomic_write_u32(&slot->parked, 0);
-	slot->started_at = GetCurrentTimestamp();
-	slot->pid = MyProcPid;
-	slot->latch = MyLatch;
+	l->slot = &qs_http_shared->workers[index];
+	pg_atomic_write_u32(&l->slot->connections, 0);
+	pg_atomic_write_u32(&l->slot->incoming, 0);
+	l->slot->handoff = false;
+	pg_atomic_write_u32(&l->slot->parked, 0);
+	l->slot->started_at = GetCurrentTimestamp();
+	l->slot->pid = MyProcPid;
+	l->slot->latch = MyLatch;
 	before_shmem_exit(worker_detach, Int32GetDatum(index));
 
-	loop_cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams http loop",
-									 ALLOCSET_DEFAULT_SIZES);
-	MemoryContextSwitchTo(loop_cxt);
+	l->wes = CreateWaitEventSet(TopMemoryContext, 6);
+	AddWaitEventToSet(l->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	/* not WL_EXIT_ON_PM_DEATH: parked pops are answered before exiting */
+	AddWaitEventToSet(l->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
+}
 
-	wes = CreateWaitEventSet(TopMemoryContext, 6);
-	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+void
+qs_http_worker_main(Datum main_arg)
+{
+	Loop		l;
 
+	worker_start(&l, DatumGetInt32(main_arg));
+	l.cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams http loop",
+								  ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
-		WaitEvent	events[6];
-		long		timeout = -1;
-		TimestampTz now;
-		bool		accept_now = false;
-		int			nevents;
+		bool		accept_now;
 
-		/* Bind, retrying with backoff when the port is taken. */
-		if (!listening && GetCurrentTimestamp() >= next_bind)
-		{
-			if (qs_http_daemon_start())
-			{
-				AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_daemon_fd(), NULL, NULL);
-				listen_pos = AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_listen_fd(),
-											   NULL, NULL);
-				if (qs_http_handoff_fd() >= 0)
-					handoff_pos = AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_http_handoff_fd(),
-													NULL, NULL);
-				if (qs_screen_fd() >= 0)
-					AddWaitEventToSet(wes, WL_SOCKET_READABLE, qs_screen_fd(), NULL, NULL);
-				listening = true;
-				slot->listening = true;
-				ereport(LOG,
-						(errmsg("queen_streams http worker %d listening on %s:%d",
-								index, qs_http_listen_address, qs_http_port)));
-			}
-			else
-			{
-				bind_failures++;
-				next_bind = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														Min(60000, 1000 * bind_failures));
-			}
-		}
-
-		if (listening)
-		{
-			timeout = qs_http_daemon_timeout();
-			timeout = min_timeout(timeout, qs_limits_timeout());
-			timeout = min_timeout(timeout, qs_parked_timeout());
-			timeout = min_timeout(timeout, qs_screen_timeout());
-			if (qs_http_flush_waiting())
-				timeout = 0;
-			if (accept_resume != 0)
-				timeout = min_timeout(timeout,
-									  Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																			 accept_resume)));
-		}
-		else
-			timeout = Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_bind));
-		if (stats_wait > 0)
-			timeout = min_timeout(timeout, stats_wait);
-		if (index == 0 && next_sample != 0)
-			timeout = min_timeout(timeout,
-								  Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_sample)));
-		if (index == 0 && qs_http_retention_interval_s > 0 && next_retention != 0)
-			timeout = min_timeout(timeout,
-								  TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_retention));
-
-		nevents = WaitEventSetWait(wes, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		for (int i = 0; i < nevents; i++)
-			if (events[i].pos == listen_pos || events[i].pos == handoff_pos)
-				accept_now = true;
-
-		/* Nothing runs between requests: a stray cancel has nothing to cancel. */
-		QueryCancelPending = false;
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
-		if (listening)
-		{
-			if (accept_resume != 0 && GetCurrentTimestamp() >= accept_resume)
-			{
-				ModifyWaitEvent(wes, listen_pos, WL_SOCKET_READABLE, NULL);
-				accept_resume = 0;
-				accept_now = true;
-			}
-			if (accept_now && !qs_http_accept(accept_resume == 0))
-			{
-				/* the socket stays readable: stop waiting on it for a while */
-				ModifyWaitEvent(wes, listen_pos, 0, NULL);
-				accept_resume = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 100);
-			}
-			qs_screen_run();
-			qs_parked_poll();
-			qs_http_daemon_run();
-			/* answer what is flushed; serve what arrived meanwhile; repeat */
-			for (int i = 0; i < 64 && qs_http_flush_pending(); i++)
-			{
-				CHECK_FOR_INTERRUPTS();
-				qs_http_daemon_run();
-			}
-			qs_limits_sweep();
-		}
-
-		now = GetCurrentTimestamp();
-		/* the dashboard's samples: one at start, then every sample_interval */
-		if (index == 0 && now >= next_sample)
-		{
-			qs_samples_take();
-			next_sample = TimestampTzPlusMilliseconds(now, qs_http_sample_interval_s * 1000L);
-		}
-		if (index == 0 && qs_http_retention_interval_s > 0)
-		{
-			if (next_retention == 0)
-				next_retention = TimestampTzPlusMilliseconds(now, qs_http_retention_interval_s * 1000L);
-			else if (now >= next_retention)
-			{
-				run_retention();
-				next_retention = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															 qs_http_retention_interval_s * 1000L);
-			}
-		}
-
-		/* bgworkers flush their own statistics */
-		stats_wait = pgstat_report_stat(false);
-		/*
-		 * A request answered in this round (a parked pop retried, say) may
-		 * have left its own context current, and it is gone now: the next
-		 * round (ProcessConfigFile on SIGHUP above all) must not allocate in it.
-		 */
-		MemoryContextSwitchTo(loop_cxt);
-		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(l.cxt);
+		step_bind(&l);
+		accept_now = step_wait(&l, step_timeout(&l));
+		if (l.listening)
+			step_serve(&l, accept_now);
+		MemoryContextSwitchTo(l.cxt);
+		step_periodic(&l);
+		MemoryContextSwitchTo(l.cxt);
+		MemoryContextReset(l.cxt);
 	}
 }

@@ -375,205 +375,295 @@ fail_all(AckItem **items, int n, const char *error)
 	}
 }
 
-/* All items share (partition, group, lease). */
-static void
-ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
+/* What an ack group reads of its partition and its cursor row (locked). */
+typedef struct AckGroup
 {
-	Datum		args[8];
+	AckItem   **items;			/* all share (partition, group, lease) */
+	int			n;
+	int64	   *found;			/* the offset each item resolved to, or -1 */
+	Datum		args[8];		/* $1 is the partition throughout */
 	int			retry_limit;
-	bool		dlq_enabled;
-	int64		txns_start,
-				committed,
-				batch_end,
-				lo;
-	bool		have_batch,
-				expired,
-				isnull;
-	char	   *holder;
-	int			retry_count;
-	int64	   *found = palloc(sizeof(int64) * n);
-	AckItem    *signal = NULL;
-	int64		ok_max = -1;
-	int64		target;
-	int64		consumed = -1;
-	bool		release = false;
-	bool		reset_attempt = false;
 	int			retry_delay;
-	int			hold_ms = 0;	/* a released batch stays unclaimable this long */
+	bool		dlq_enabled;
+	int64		txns_start;
+	int64		committed;
+	bool		have_batch;
+	int64		batch_end;
+	char	   *holder;			/* the lease's worker id, or NULL */
+	bool		expired;
+	int			retry_count;
+} AckGroup;
+
+/* How the cursor moves. */
+typedef struct AckMove
+{
+	int64		target;
+	int64		consumed;		/* -1: target - committed */
+	bool		release;
+	bool		reset_attempt;
+	int			retry_count;
+	int			hold_ms;		/* a released batch stays unclaimable this long */
+} AckMove;
+
+/*
+ * The partition's settings and the locked cursor; false (every item failed)
+ * when the tenant does not own the partition, the consumer does not exist,
+ * or the named lease is not the live one.
+ */
+static bool
+load_group(const pg_uuid_t *tenant, AckGroup *g)
+{
+	AckItem   **items = g->items;
 	const char *worker = items[0]->worker;
-	AckMap		map;
+	bool		isnull;
 
-	args[0] = qs_uuid_datum(&items[0]->pid);
-	args[1] = qs_uuid_datum(tenant);
-	qs_exec(&owner_plan, args, NULL, 1);
+	g->args[0] = qs_uuid_datum(&items[0]->pid);
+	g->args[1] = qs_uuid_datum(tenant);
+	qs_exec(&owner_plan, g->args, NULL, 1);
 	if (SPI_processed != 1)
 	{
-		fail_all(items, n, "partition not owned by tenant");
-		return;
+		fail_all(items, g->n, "partition not owned by tenant");
+		return false;
 	}
-	retry_limit = DatumGetInt32(qs_col(0, 1, &isnull));
-	dlq_enabled = qs_col_bool(0, 2, true);
-	txns_start = qs_col_int64(0, 3, 0);
-	retry_delay = DatumGetInt32(qs_col(0, 4, &isnull));
+	g->retry_limit = DatumGetInt32(qs_col(0, 1, &isnull));
+	g->dlq_enabled = qs_col_bool(0, 2, true);
+	g->txns_start = qs_col_int64(0, 3, 0);
+	g->retry_delay = DatumGetInt32(qs_col(0, 4, &isnull));
 
-	args[1] = CStringGetTextDatum(items[0]->group);
-	qs_exec(&lock_consumer_plan, args, NULL, 1);
+	g->args[1] = CStringGetTextDatum(items[0]->group);
+	qs_exec(&lock_consumer_plan, g->args, NULL, 1);
 	if (SPI_processed != 1)
 	{
-		fail_all(items, n, "consumer not found");
-		return;
+		fail_all(items, g->n, "consumer not found");
+		return false;
 	}
-	committed = qs_col_int64(0, 1, -1);
-	batch_end = DatumGetInt64(qs_col(0, 2, &isnull));
-	have_batch = !isnull;
-	holder = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-	expired = qs_col_bool(0, 4, true);
-	retry_count = DatumGetInt32(qs_col(0, 5, &isnull));
+	g->committed = qs_col_int64(0, 1, -1);
+	g->batch_end = DatumGetInt64(qs_col(0, 2, &isnull));
+	g->have_batch = !isnull;
+	g->holder = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	g->expired = qs_col_bool(0, 4, true);
+	g->retry_count = DatumGetInt32(qs_col(0, 5, &isnull));
 
 	/*
 	 * The lease is checked only when the client names one (Queen's rule);
 	 * with queen_streams.ack_requires_lease a lease-less ack of a message
-	 * that a live lease covers is refused below.
+	 * that a live lease covers is refused later (refuse_leaseless).
 	 */
-	if (worker[0] != '\0' && (holder == NULL || strcmp(holder, worker) != 0 || expired))
+	if (worker[0] != '\0' &&
+		(g->holder == NULL || strcmp(g->holder, worker) != 0 || g->expired))
 	{
-		fail_all(items, n, "invalid or expired lease");
+		fail_all(items, g->n, "invalid or expired lease");
+		return false;
+	}
+	return true;
+}
+
+/* Each item's offset in the leased span: frames below txns_start, hashes above. */
+static void
+resolve_in_span(AckGroup *g, AckMap *map)
+{
+	int64		lo = g->committed + 1;
+
+	for (int i = 0; i < g->n; i++)
+		g->found[i] = -1;
+	if (g->have_batch && g->batch_end >= lo && lo < g->txns_start)
+		match_frames(map, g->items, &g->items[0]->pid, lo,
+					 Min(g->batch_end, g->txns_start - 1), g->found);
+	lo = Max(lo, g->txns_start);
+	if (g->have_batch && g->batch_end >= lo)
+	{
+		g->args[1] = Int64GetDatum(lo);
+		g->args[2] = Int64GetDatum(g->batch_end);
+		qs_exec(&span_txns_plan, g->args, NULL, 0);
+		match_hashes(map, g->items, lo, g->batch_end, g->found);
+	}
+}
+
+/*
+ * Items not in the span: below the cursor, a completed ack is a no-op and
+ * any other a stale signal; elsewhere, not found. One look below the cursor
+ * serves every item.
+ */
+static void
+judge_unresolved(AckGroup *g, AckMap *map)
+{
+	int64	   *below;
+	int			unresolved = 0;
+
+	for (int i = 0; i < g->n; i++)
+		if (g->found[i] < 0)
+			unresolved++;
+	if (unresolved == 0)
 		return;
-	}
-
-	for (int i = 0; i < n; i++)
-		found[i] = -1;
-	ackmap_build(&map, items, n);
-	lo = committed + 1;
-	if (have_batch && batch_end >= lo && lo < txns_start)
-		match_frames(&map, items, &items[0]->pid, lo, Min(batch_end, txns_start - 1), found);
-	lo = Max(lo, txns_start);
-	if (have_batch && batch_end >= lo)
+	/* resolved items start "found" at -2 < any offset, so never match */
+	below = palloc(sizeof(int64) * g->n);
+	for (int k = 0; k < g->n; k++)
+		below[k] = g->found[k] >= 0 ? -2 : -1;
+	g->args[1] = Int64GetDatum(g->committed);
+	g->args[2] = Int64GetDatum(g->txns_start);
+	qs_exec(&below_txns_plan, g->args, NULL, 0);
+	match_hashes(map, g->items, g->txns_start, g->committed, below);
+	for (int k = 0; k < g->n; k++)
 	{
-		args[1] = Int64GetDatum(lo);
-		args[2] = Int64GetDatum(batch_end);
-		qs_exec(&span_txns_plan, args, NULL, 0);
-		match_hashes(&map, items, lo, batch_end, found);
-	}
+		AckItem    *it = g->items[k];
 
-	/* Unresolved: below the cursor is a no-op or a stale signal. */
-	for (int i = 0; i < n; i++)
-	{
-		if (found[i] >= 0)
+		CHECK_FOR_INTERRUPTS();
+		if (g->found[k] >= 0)
 			continue;
+		it->success = false;
+		if (below[k] < 0)
+			it->error = "transaction not found in the leased batch";
+		else if (it->status != QS_ACK_COMPLETED)
+			it->error = "already committed: the cursor moved past this message before this ack";
+		else
 		{
-			int64	   *below = palloc(sizeof(int64) * n);
-
-			/* resolved items start "found" at -2 < any offset, so never match */
-			for (int k = 0; k < n; k++)
-				below[k] = found[k] >= 0 ? -2 : -1;
-			args[1] = Int64GetDatum(committed);
-			args[2] = Int64GetDatum(txns_start);
-			qs_exec(&below_txns_plan, args, NULL, 0);
-			match_hashes(&map, items, txns_start, committed, below);
-			for (int k = 0; k < n; k++)
-			{
-				if (found[k] >= 0)
-					continue;
-				items[k]->success = false;
-				if (below[k] < 0)
-					items[k]->error = "transaction not found in the leased batch";
-				else if (items[k]->status != QS_ACK_COMPLETED)
-					items[k]->error = "already committed: the cursor moved past this message before this ack";
-				else
-				{
-					items[k]->success = true;
-					items[k]->noop = true;
-				}
-			}
+			it->success = true;
+			it->noop = true;
 		}
-		break;					/* one look below the cursor serves every item */
 	}
+	pfree(below);
+}
 
+/* With ack_requires_lease, a lease-less ack of a leased message is refused. */
+static void
+refuse_leaseless(AckGroup *g)
+{
 	/* every resolved offset lies in the leased span: a live lease covers it */
-	if (qs_ack_requires_lease && worker[0] == '\0' && have_batch && holder != NULL && !expired)
-	{
-		for (int i = 0; i < n; i++)
-			if (found[i] >= 0)
-			{
-				found[i] = -1;
-				items[i]->success = false;
-				items[i]->error = "leaseId required: the message is leased";
-			}
-	}
+	if (!qs_ack_requires_lease || g->items[0]->worker[0] != '\0' || !g->have_batch ||
+		g->holder == NULL || g->expired)
+		return;
+	for (int i = 0; i < g->n; i++)
+		if (g->found[i] >= 0)
+		{
+			g->found[i] = -1;
+			g->items[i]->success = false;
+			g->items[i]->error = "leaseId required: the message is leased";
+		}
+}
 
-	for (int i = 0; i < n; i++)
-	{
-		AckItem    *it = items[i];
+/*
+ * The resolved items succeed. The signal is the lowest non-completed one
+ * (on a tie dlq > failed > retry); *ok_max the highest completed offset
+ * below it, or -1.
+ */
+static AckItem *
+pick_signal(AckGroup *g, int64 *ok_max)
+{
+	AckItem    *signal = NULL;
 
-		if (found[i] < 0)
+	for (int i = 0; i < g->n; i++)
+	{
+		AckItem    *it = g->items[i];
+
+		CHECK_FOR_INTERRUPTS();
+		if (g->found[i] < 0)
 			continue;
-		it->offset = found[i];
+		it->offset = g->found[i];
 		it->success = true;
 		if (it->status == QS_ACK_COMPLETED)
 			continue;
-		/* lowest position wins; on a tie dlq > failed > retry */
 		if (signal == NULL || it->offset < signal->offset ||
 			(it->offset == signal->offset && it->status > signal->status))
 			signal = it;
 	}
-	for (int i = 0; i < n; i++)
-		if (found[i] >= 0 && items[i]->status == QS_ACK_COMPLETED &&
-			(signal == NULL || found[i] < signal->offset))
-			ok_max = Max(ok_max, found[i]);
+	*ok_max = -1;
+	for (int i = 0; i < g->n; i++)
+		if (g->found[i] >= 0 && g->items[i]->status == QS_ACK_COMPLETED &&
+			(signal == NULL || g->found[i] < signal->offset))
+			*ok_max = Max(*ok_max, g->found[i]);
+	return signal;
+}
 
-	if (signal == NULL && ok_max < 0)
-		return;					/* nothing resolved in the span: cursor untouched */
-
-	target = Max(committed, ok_max);
+/*
+ * Where the cursor goes: past the completed prefix; a retry or a failure
+ * within the budget releases the batch after retryDelay; a dlq, or a
+ * failure with the budget spent, retires the poison message (dead-lettered
+ * when the queue keeps dead letters).
+ */
+static void
+decide_move(AckGroup *g, AckItem *signal, int64 ok_max, AckMove *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->target = Max(g->committed, ok_max);
+	m->consumed = -1;
+	m->retry_count = g->retry_count;
 	if (signal == NULL)
 	{
-		if (!have_batch || target >= batch_end)
+		if (!g->have_batch || m->target >= g->batch_end)
 		{
-			release = true;
-			reset_attempt = true;
-			retry_count = 0;
+			m->release = true;
+			m->reset_attempt = true;
+			m->retry_count = 0;
 		}
 	}
 	else if (signal->status == QS_ACK_RETRY)
 	{
-		release = true;
-		hold_ms = retry_delay;	/* the queue's retryDelay before redelivery */
+		m->release = true;
+		m->hold_ms = g->retry_delay;	/* the queue's retryDelay before redelivery */
 	}
-	else if (signal->status == QS_ACK_FAILED && retry_count < retry_limit)
+	else if (signal->status == QS_ACK_FAILED && g->retry_count < g->retry_limit)
 	{
-		release = true;
-		hold_ms = retry_delay;
-		retry_count++;
+		m->release = true;
+		m->hold_ms = g->retry_delay;
+		m->retry_count++;
 	}
 	else
 	{
-		/* dlq, or failed with the budget spent: retire the poison message */
-		if (signal->status == QS_ACK_DLQ || dlq_enabled)
+		if (signal->status == QS_ACK_DLQ || g->dlq_enabled)
 		{
-			dead_letter(signal, signal->offset, retry_count);
+			dead_letter(signal, signal->offset, g->retry_count);
 			signal->dlq = true;
 		}
 		/* the completed prefix plus the one frame disposed of (Queen's count) */
-		consumed = target - committed + 1;
-		target = signal->offset;
-		release = true;
-		reset_attempt = true;
-		retry_count = 0;
+		m->consumed = m->target - g->committed + 1;
+		m->target = signal->offset;
+		m->release = true;
+		m->reset_attempt = true;
+		m->retry_count = 0;
 	}
+}
 
-	args[1] = CStringGetTextDatum(items[0]->group);
-	args[2] = Int64GetDatum(target);
-	args[3] = Int64GetDatum(consumed >= 0 ? consumed : target - committed);
-	args[4] = BoolGetDatum(release);
-	args[5] = Int32GetDatum(retry_count);
-	args[6] = BoolGetDatum(reset_attempt);
-	args[7] = Int32GetDatum(hold_ms);
-	qs_exec(&move_plan, args, NULL, 0);
+static void
+move_cursor(AckGroup *g, const AckMove *m)
+{
+	g->args[1] = CStringGetTextDatum(g->items[0]->group);
+	g->args[2] = Int64GetDatum(m->target);
+	g->args[3] = Int64GetDatum(m->consumed >= 0 ? m->consumed : m->target - g->committed);
+	g->args[4] = BoolGetDatum(m->release);
+	g->args[5] = Int32GetDatum(m->retry_count);
+	g->args[6] = BoolGetDatum(m->reset_attempt);
+	g->args[7] = Int32GetDatum(m->hold_ms);
+	qs_exec(&move_plan, g->args, NULL, 0);
+	for (int i = 0; i < g->n; i++)
+		if (g->items[i]->success && !g->items[i]->noop)
+			g->items[i]->lease_released = m->release;
+}
 
-	for (int i = 0; i < n; i++)
-		if (items[i]->success && !items[i]->noop)
-			items[i]->lease_released = release;
+/* One (partition, group, lease) group of acks: resolve, judge, move the cursor once. */
+static void
+ack_group(const pg_uuid_t *tenant, AckItem **items, int n)
+{
+	AckGroup	g;
+	AckMap		map;
+	AckMove		move;
+	AckItem    *signal;
+	int64		ok_max;
+
+	memset(&g, 0, sizeof(g));
+	g.items = items;
+	g.n = n;
+	g.found = palloc(sizeof(int64) * n);
+	if (!load_group(tenant, &g))
+		return;
+	ackmap_build(&map, items, n);
+	resolve_in_span(&g, &map);
+	judge_unresolved(&g, &map);
+	refuse_leaseless(&g);
+	signal = pick_signal(&g, &ok_max);
+	if (signal == NULL && ok_max < 0)
+		return;					/* nothing resolved in the span: cursor untouched */
+	decide_move(&g, signal, ok_max, &move);
+	move_cursor(&g, &move);
 }
 
 /* SQL: queen.ack(request jsonb, tenant uuid) */

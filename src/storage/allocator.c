@@ -19,6 +19,19 @@ static QsPlan resolve_plan = {
 	3, {UUIDOID, TEXTOID, TEXTOID}
 };
 
+static QsPlan queue_id_plan = {
+	"SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+/* Whether a tenant owns a partition (qs_partition_owned), plain and locking. */
+#define OWNED_SQL \
+	"SELECT q.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id" \
+	" WHERE p.id = $1 AND q.tenant_id = $2"
+
+static QsPlan owned_plan = {OWNED_SQL, 2, {UUIDOID, UUIDOID}};
+static QsPlan owned_lock_plan = {OWNED_SQL " FOR NO KEY UPDATE OF p", 2, {UUIDOID, UUIDOID}};
+
 /* Auto-create only on the missing branch: an ON CONFLICT per push convoys. */
 static QsPlan create_queue_plan = {
 	"INSERT INTO queen.queues (tenant_id, name, namespace, task)"
@@ -34,28 +47,14 @@ static QsPlan create_partition_plan = {
 	3, {UUIDOID, TEXTOID, TEXTOID}
 };
 
-/* A queue or partition name: not empty, and the rule of every outside string. */
-void
-qs_check_name(const char *kind, const char *name)
-{
-	char		what[64];
-
-	if (name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s name must not be empty", kind)));
-	snprintf(what, sizeof(what), "%s name", kind);
-	qs_check_text(what, name, strlen(name), QS_NAME_MAX);
-}
-
 bool
 qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 					 const char *partition, bool create, QsPartition *out)
 {
 	Datum		args[3];
 
-	qs_check_name("queue", queue);
-	qs_check_name("partition", partition);
+	qs_check_name("queue", NULL, queue);
+	qs_check_name("partition", NULL, partition);
 	args[0] = qs_uuid_datum(tenant);
 	args[1] = CStringGetTextDatum(queue);
 	args[2] = CStringGetTextDatum(partition);
@@ -431,15 +430,7 @@ qs_log_push_one_v1(PG_FUNCTION_ARGS)
 	if (res.duplicate)
 	{
 		qsj_str(&j, "status", "duplicate");
-		qsj_array(&j, "dups");
-		for (int i = 0; i < res.ndups; i++)
-		{
-			qsj_object(&j, NULL);
-			qsj_int(&j, "i", res.dup_idx[i]);
-			qsj_int(&j, "off", res.dup_off[i]);
-			qsj_end_object(&j);
-		}
-		qsj_end_array(&j);
+		qs_write_dups(&j, res.ndups, res.dup_idx, res.dup_off);
 	}
 	else
 	{
@@ -450,4 +441,64 @@ qs_log_push_one_v1(PG_FUNCTION_ARGS)
 	qsj_end_object(&j);
 	qs_spi_finish();
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+}
+
+/* 42704: the tenant has no queue of that name. */
+void
+qs_queue_not_found(const char *queue)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("queue not found"),
+			 errdetail("No queue \"%s\" exists for this tenant.", queue)));
+}
+
+/* The id of the tenant's queue (a uuid Datum); 42704 when it has none of that name. */
+Datum
+qs_queue_id(const pg_uuid_t *tenant, const char *queue)
+{
+	Datum		args[2];
+	bool		isnull;
+
+	args[0] = qs_uuid_datum(tenant);
+	args[1] = CStringGetTextDatum(queue);
+	qs_exec(&queue_id_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+		qs_queue_not_found(queue);
+	return qs_uuid_datum(DatumGetUUIDP(qs_col(0, 1, &isnull)));
+}
+
+/* The duplicates of an append: which frames, and where their originals are. */
+void
+qs_write_dups(QsJson *j, int ndups, const int *dup_idx, const int64 *dup_off)
+{
+	qsj_array(j, "dups");
+	for (int i = 0; i < ndups; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		qsj_object(j, NULL);
+		qsj_int(j, "i", dup_idx[i]);
+		qsj_int(j, "off", dup_off[i]);
+		qsj_end_object(j);
+	}
+	qsj_end_array(j);
+}
+
+/*
+ * Whether `tenant` owns partition `pid`: the name of its queue (in the
+ * current memory context), or NULL. With `lock`, the partition row is
+ * locked FOR NO KEY UPDATE. Inside SPI.
+ */
+char *
+qs_partition_owned(const pg_uuid_t *tenant, const pg_uuid_t *pid, bool lock)
+{
+	Datum		args[2];
+	bool		isnull;
+
+	args[0] = qs_uuid_datum(pid);
+	args[1] = qs_uuid_datum(tenant);
+	qs_exec(lock ? &owned_lock_plan : &owned_plan, args, NULL, 1);
+	if (SPI_processed != 1)
+		return NULL;
+	return TextDatumGetCString(qs_col(0, 1, &isnull));
 }

@@ -44,6 +44,20 @@ get_u32(const uint8 *p)
 	return (uint32) p[0] | ((uint32) p[1] << 8) | ((uint32) p[2] << 16) | ((uint32) p[3] << 24);
 }
 
+/* Whether qs_frame_append would take the frame (it raises the limit broken). */
+bool
+qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
+{
+	uint64		body = 1 + UUID_LEN + 2 + (uint64) txn_len + payload_len;
+
+	if (trace)
+		body += UUID_LEN;
+	if (psub)
+		body += 2 + psub_len;
+	return txn_len <= PG_UINT16_MAX && (!psub || psub_len <= PG_UINT16_MAX) &&
+		body <= (uint64) qs_max_segment_kb * 1024;
+}
+
 void
 qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
 				const pg_uuid_t *trace, const char *txn, int txn_len,

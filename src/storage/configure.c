@@ -231,13 +231,13 @@ qs_configure(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queue is required")));
 	queue = pnstrdup(v.val.string.val, v.val.string.len);
-	qs_check_name("queue", queue);
+	qs_check_name("queue", NULL, queue);
 	ns = label(obj, "namespace");
 	task = label(obj, "task");
 	if (ns[0] != '\0')
-		qs_check_name("namespace", ns);
+		qs_check_name("namespace", NULL, ns);
 	if (task[0] != '\0')
-		qs_check_name("task", task);
+		qs_check_name("task", NULL, task);
 
 	if (qs_json_get(obj, "options", &v))
 	{

@@ -26,10 +26,15 @@
  *   is not enough, the partition holding the most stops being cached and is
  *   probed by reading its window (the uncached probe, always correct), as
  *   is any partition when the library was not preloaded.
+ * - The cache belongs to the timeline it was filled on. A hot standby
+ *   caches nothing (it replays frames it never probed); the first probe or
+ *   record after a promotion, on the new timeline, drops whatever an
+ *   earlier timeline left, so the promoted node rebuilds from the table.
  */
 #include "storage/storage.h"
 
 #include "access/transam.h"
+#include "access/xlog.h"
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
@@ -79,6 +84,7 @@ typedef struct DedupShared
 {
 	LWLock	   *lock;
 	int64		max_entries;
+	TimeLineID	tli;			/* the timeline the entries were cached on */
 } DedupShared;
 
 static DedupShared *shared = NULL;
@@ -438,6 +444,29 @@ probe_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
 }
 
 /*
+ * Drop every cached hash and partition when the node's timeline moved on
+ * (a promotion) since they were cached. Lock held.
+ */
+static void
+check_timeline(void)
+{
+	TimeLineID	tli = GetWALInsertionTimeLine();
+	HASH_SEQ_STATUS seq;
+	HashEntry  *e;
+	PartEntry  *p;
+
+	if (shared->tli == tli)
+		return;
+	hash_seq_init(&seq, hashes);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		hash_search(hashes, &e->key, HASH_REMOVE, NULL);
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
+		hash_search(parts, &p->pid, HASH_REMOVE, NULL);
+	shared->tli = tli;
+}
+
+/*
  * Find or add the partition, settled; NULL when the cache cannot hold it
  * (no cache, no room, or its window outgrew the cache). Lock held.
  */
@@ -502,7 +531,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	for (int i = 0; i < count && !any; i++)
 		any = probe[i];
 
-	if (shared == NULL)
+	if (shared == NULL || RecoveryInProgress())
 	{
 		if (any)
 			probe_window(pid, floor, since, count, in, probe, res);
@@ -510,6 +539,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	}
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	check_timeline();
 	p = get_partition(pid, window, last_offset, since, now);
 	if (p == NULL || !any)
 	{
@@ -623,10 +653,11 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 	TimestampTz since;
 	bool		ok = true;
 
-	if (shared == NULL)
+	if (shared == NULL || RecoveryInProgress())
 		return;
 	xid = dedup_on ? GetCurrentTransactionId() : InvalidTransactionId;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	check_timeline();
 	p = hash_search(parts, pid, HASH_FIND, NULL);
 	if (p == NULL || p->uncached)
 	{

@@ -19,7 +19,6 @@
 
 /* Hash rows read, newest first, to tell whether a transaction id is in the log. */
 #define QS_TXN_SCAN_ROWS 256
-#define QS_PAGE_MAX 10000
 
 static QsPlan owned_plan = {
 	"SELECT p.log_start, p.txns_start"
@@ -93,23 +92,6 @@ qs_message_args(FunctionCallInfo fcinfo, pg_uuid_t *pid)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("transactionId is required")));
 	return txn;
-}
-
-void
-qs_page_args(FunctionCallInfo fcinfo, int limno, int offno, int dflt, int *lim, int *off)
-{
-	*lim = PG_ARGISNULL(limno) ? dflt : PG_GETARG_INT32(limno);
-	*off = PG_ARGISNULL(offno) ? 0 : PG_GETARG_INT32(offno);
-	if (*lim < 0 || *lim > QS_PAGE_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("limit must be from 0 to %d", QS_PAGE_MAX),
-				 errdetail("Got %d.", *lim)));
-	if (*off < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("offset must not be negative"),
-				 errdetail("Got %d.", *off)));
 }
 
 /* A filter argument: SQL NULL and the empty string both mean "any". */

@@ -1,7 +1,7 @@
 /*
  * dlq.h: what dlq.c shares with traces.c: whether a transaction id is in a
- * partition's log (through the hash sidecar), and the argument helpers of the
- * paged reads.
+ * partition's log (through the hash sidecar), and the message routes'
+ * argument pair.
  */
 #ifndef QS_DLQ_H
 #define QS_DLQ_H
@@ -22,9 +22,5 @@ extern QsTxnPresence qs_txn_presence(const pg_uuid_t *tenant, const pg_uuid_t *p
 
 /* The required (partition uuid, transaction id text) pair of the message routes. */
 extern char *qs_message_args(FunctionCallInfo fcinfo, pg_uuid_t *pid);
-
-/* limit and offset: NULL takes the default; limit 0 to 10000, offset >= 0. */
-extern void qs_page_args(FunctionCallInfo fcinfo, int limno, int offno, int dflt,
-						 int *lim, int *off);
 
 #endif							/* QS_DLQ_H */

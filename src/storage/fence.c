@@ -241,12 +241,6 @@ qs_corrupt_segments(PG_FUNCTION_ARGS)
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }
 
-static QsPlan owner_plan = {
-	"SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE p.id = $1 AND q.tenant_id = $2 FOR NO KEY UPDATE OF p",
-	2, {UUIDOID, UUIDOID}
-};
-
 static QsPlan segment_plan = {
 	"SELECT end_offset, blob FROM queen.log_segments WHERE partition_id = $1 AND base_offset = $2",
 	2, {UUIDOID, INT8OID}
@@ -288,9 +282,7 @@ qs_skip_segment(PG_FUNCTION_ARGS)
 
 	qs_spi_connect();
 	args[0] = UUIDPGetDatum(PG_GETARG_UUID_P(0));
-	args[1] = qs_uuid_datum(&tenant);
-	qs_exec(&owner_plan, args, NULL, 1);
-	if (SPI_processed != 1)
+	if (qs_partition_owned(&tenant, PG_GETARG_UUID_P(0), true) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("partition not owned by tenant")));

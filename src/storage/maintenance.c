@@ -487,10 +487,10 @@ qs_push_buffer(PG_FUNCTION_ARGS)
 		queue = qs_json_string(o, "queue", what, true);
 		partition = qs_json_string(o, "partition", what, false);
 		txn = qs_json_string(o, "transactionId", what, false);
-		qs_check_name("queue", queue);
+		qs_check_name("queue", NULL, queue);
 		if (partition == NULL)
 			partition = "Default";
-		qs_check_name("partition", partition);
+		qs_check_name("partition", NULL, partition);
 		qsj_object(&j, NULL);
 		qsj_int(&j, "index", i);
 		qsj_str(&j, "status", "buffered");

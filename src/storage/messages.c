@@ -92,11 +92,6 @@ static QsPlan scope_plan = {
 	6, {UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID}
 };
 
-static QsPlan queue_exists_plan = {
-	"SELECT 1 FROM queen.queues WHERE tenant_id = $1 AND name = $2",
-	2, {UUIDOID, TEXTOID}
-};
-
 static QsPlan blob_plan = {
 	"SELECT blob FROM queen.log_segments WHERE partition_id = $1 AND base_offset = $2",
 	2, {UUIDOID, INT8OID}
@@ -513,25 +508,17 @@ qs_queue_messages(PG_FUNCTION_ARGS)
 	char	   *queue = qsr_queue_arg(fcinfo, 0);
 	MsgScan		s;
 	pg_uuid_t	tenant;
-	Datum		args[2];
 	QsJson		j;
 	MemoryContext outer = CurrentMemoryContext;
 
 	memset(&s, 0, sizeof(s));
 	s.status = ST_ANY;
-	s.lim = qsr_int_arg(fcinfo, 1, "limit", 50, 0);
-	s.skip = qsr_int_arg(fcinfo, 2, "offset", 0, 0);
+	qs_page_args(fcinfo, 1, 2, 50, &s.lim, &s.skip);
 	qs_tenant_arg(fcinfo, 3, &tenant);
 
 	qsj_init(&j);
 	qs_spi_connect();
-	args[0] = qs_uuid_datum(&tenant);
-	args[1] = CStringGetTextDatum(queue);
-	qs_exec(&queue_exists_plan, args, NULL, 1);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("queue not found")));
+	(void) qs_queue_id(&tenant, queue);
 	load_scope(&s, &tenant, queue, NULL, NULL, NULL, outer);
 	qsj_array(&j, NULL);
 	scan(&s, &j);
@@ -598,8 +585,7 @@ qs_messages(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("from must not be later than to")));
-	s.lim = qsr_int_arg(fcinfo, 7, "limit", 200, 0);
-	s.skip = qsr_int_arg(fcinfo, 8, "offset", 0, 0);
+	qs_page_args(fcinfo, 7, 8, 200, &s.lim, &s.skip);
 	qs_tenant_arg(fcinfo, 9, &tenant);
 
 	qsj_init(&j);

@@ -204,7 +204,7 @@ load_subscription(PopCtx *c, const char *mode, const char *from, TimestampTz fro
 		args[1] = CStringGetTextDatum(c->group);
 		qs_exec(&sub_get_plan, args, NULL, 1);
 		if (SPI_processed == 0)
-			elog(ERROR, "queen_streams: subscription row vanished");
+			elog(ERROR, "subscription row vanished");
 	}
 	c->seek_ts = DatumGetTimestampTz(qs_col(0, 2, &isnull));
 	c->seek = !isnull;
@@ -522,9 +522,9 @@ qs_pop(PG_FUNCTION_ARGS)
 	 */
 	if (partition && partition[0] == '\0')
 		partition = NULL;
-	qs_check_name("queue", c.queue);
+	qs_check_name("queue", NULL, c.queue);
 	if (partition)
-		qs_check_name("partition", partition);
+		qs_check_name("partition", NULL, partition);
 	qs_check_text("consumer group name", c.group, strlen(c.group), QS_NAME_MAX);
 	if (mode)
 		qs_check_text("subscriptionMode", mode, strlen(mode), QS_NAME_MAX);

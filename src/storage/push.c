@@ -107,9 +107,16 @@ resolve_dup_ids(QsPushGroup *g, QsPushItem *items, DupRef *refs, int n)
 	pfree(found);
 }
 
-/* Pack the still-pending members of a group (the blob builder of an append). */
+/*
+ * Pack the still-pending members of a group (the blob builder of an append).
+ * Each frame was written into the group's buffer when its item was added:
+ * when every frame is still pending the buffer is the segment; after a
+ * duplicate verdict the fresh frames are copied out of it. A frame that
+ * breaks a limit was never written: packing it raises that limit's error.
+ */
 typedef struct PackArg
 {
+	QsPushGroup *g;
 	QsPushItem *items;
 	int		   *member;
 	int			n;
@@ -122,19 +129,43 @@ pack_members(void *arg)
 	StringInfoData raw;
 	bytea	   *blob;
 
+	if (pa->n == pa->g->nitems && pa->g->bad < 0)
+		return qs_segment_compress(pa->g->raw.data, pa->g->raw.len);
 	initStringInfo(&raw);
 	for (int i = 0; i < pa->n; i++)
 	{
 		QsPushItem *it = &pa->items[pa->member[i]];
 
 		CHECK_FOR_INTERRUPTS();
-		qs_frame_append(&raw, it->flags, &it->id, it->has_trace ? &it->trace : NULL,
-						it->txn, it->txn_len, it->psub, it->psub_len,
-						it->payload, it->payload_len);
+		if (it->frame_len < 0)
+			qs_frame_append(&raw, it->flags, &it->id, it->has_trace ? &it->trace : NULL,
+							it->txn, it->txn_len, it->psub, it->psub_len,
+							it->payload, it->payload_len);
+		else
+			appendBinaryStringInfo(&raw, pa->g->raw.data + it->frame_off, it->frame_len);
 	}
 	blob = qs_segment_compress(raw.data, raw.len);
 	pfree(raw.data);
 	return blob;
+}
+
+/* Write an item's frame into its group's buffer, unless it breaks a limit. */
+static void
+write_frame(QsPushGroup *g, QsPushItem *it, int i)
+{
+	if (!qs_frame_fits(it->has_trace, it->txn_len, it->psub != NULL, it->psub_len,
+					   it->payload_len))
+	{
+		it->frame_len = -1;
+		if (g->bad < 0)
+			g->bad = i;
+		return;
+	}
+	it->frame_off = g->raw.len;
+	qs_frame_append(&g->raw, it->flags, &it->id, it->has_trace ? &it->trace : NULL,
+					it->txn, it->txn_len, it->psub, it->psub_len,
+					it->payload, it->payload_len);
+	it->frame_len = g->raw.len - it->frame_off;
 }
 
 /*
@@ -172,6 +203,7 @@ append_group(QsPushGroup *g, QsPushItem *items, bool repack)
 	if (n == 0)
 		return false;
 
+	pa.g = g;
 	pa.items = items;
 	pa.member = member;
 	pa.n = n;
@@ -228,108 +260,135 @@ append_group(QsPushGroup *g, QsPushItem *items, bool repack)
 }
 
 /*
- * Group, resolve (auto-creating under the tenant) and append. With `repack`
- * the frames left after a duplicate verdict are packed again and land: a
- * group stores its fresh items and reports its duplicates. Without it a
- * duplicate segment writes nothing, as log_push_one_v1 does.
+ * The incremental packer: qs_push_add groups one item (and writes its
+ * frame) as soon as it is read, qs_push_finish resolves (auto-creating
+ * under the tenant) and appends. With `repack` the frames left after a
+ * duplicate verdict are packed again and land: a group stores its fresh
+ * items and reports its duplicates. Without it a duplicate segment writes
+ * nothing, as log_push_one_v1 does.
  *
  * Linear in the items: groups and in-request duplicates are found through
  * hash tables; only client transaction ids are compared (a server-minted
  * UUIDv7 cannot repeat).
  */
-QsPushGroup *
-qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
-			  bool repack, int *ngroups)
+struct QsPushBatch
 {
-	int			cap = 8;
-	QsPushGroup *groups = palloc0(sizeof(QsPushGroup) * cap);
-	QsPushGroup **order;
-	int			ng = 0;
-	HASHCTL		ctl;
+	bool		repack;
+	QsPushGroup *groups;
+	int			ng;
+	int			cap;
 	HTAB	   *gtab;
-	HTAB	   *ttab = NULL;
+	HTAB	   *ttab;
+};
 
+QsPushBatch *
+qs_push_begin(bool repack)
+{
+	QsPushBatch *b = palloc0(sizeof(QsPushBatch));
+	HASHCTL		ctl;
+
+	b->repack = repack;
+	b->cap = 8;
+	b->groups = palloc0(sizeof(QsPushGroup) * b->cap);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(GroupKey);
 	ctl.entrysize = sizeof(GroupEnt);
 	ctl.hash = group_key_hash;
 	ctl.match = group_key_match;
 	ctl.hcxt = CurrentMemoryContext;
-	gtab = hash_create("queen_streams push groups", 16, &ctl,
-					   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	b->gtab = hash_create("queen_streams push groups", 16, &ctl,
+						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	return b;
+}
 
-	/* Group in first-seen order; the leader of a repeated txn wins. */
-	for (int i = 0; i < nitems; i++)
+/* Group items[i] in first-seen order; the leader of a repeated txn wins. */
+void
+qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
+{
+	QsPushItem *it = &items[i];
+	GroupKey	gk;
+	GroupEnt   *ge;
+	QsPushGroup *grp;
+	bool		found;
+	int			g;
+
+	gk.queue = it->queue;
+	gk.partition = it->partition;
+	ge = hash_search(b->gtab, &gk, HASH_ENTER, &found);
+	if (!found)
 	{
-		QsPushItem *it = &items[i];
-		GroupKey	gk;
-		GroupEnt   *ge;
-		QsPushGroup *grp;
-		bool		found;
-		int			g;
-
-		CHECK_FOR_INTERRUPTS();
-		gk.queue = it->queue;
-		gk.partition = it->partition;
-		ge = hash_search(gtab, &gk, HASH_ENTER, &found);
-		if (!found)
+		if (b->ng == b->cap)
 		{
-			if (ng == cap)
-			{
-				cap *= 2;
-				groups = repalloc(groups, sizeof(QsPushGroup) * cap);
-				memset(groups + ng, 0, sizeof(QsPushGroup) * (cap - ng));
-			}
-			ge->g = ng;
-			groups[ng].queue = it->queue;
-			groups[ng].partition = it->partition;
-			groups[ng].cap = 8;
-			groups[ng].items = palloc(sizeof(int) * groups[ng].cap);
-			ng++;
+			b->cap *= 2;
+			b->groups = repalloc(b->groups, sizeof(QsPushGroup) * b->cap);
+			memset(b->groups + b->ng, 0, sizeof(QsPushGroup) * (b->cap - b->ng));
 		}
-		g = ge->g;
-		grp = &groups[g];
-		it->group = g;
-		it->status = QS_PUSH_PENDING;
-		it->leader = -1;
-		qs_txn_hash(it->txn, it->txn_len, it->hash);
-		if (it->txn_given)
-		{
-			TxnKey		tk;
-			TxnEnt	   *te;
-
-			if (ttab == NULL)
-			{
-				memset(&ctl, 0, sizeof(ctl));
-				ctl.keysize = sizeof(TxnKey);
-				ctl.entrysize = sizeof(TxnEnt);
-				ctl.hcxt = CurrentMemoryContext;
-				ttab = hash_create("queen_streams push txns", 256, &ctl,
-								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-			}
-			memset(&tk, 0, sizeof(tk));
-			tk.g = g;
-			memcpy(tk.hash, it->hash, QS_HASH_LEN);
-			te = hash_search(ttab, &tk, HASH_ENTER, &found);
-			if (found)
-			{
-				it->status = QS_PUSH_DUPLICATE;
-				it->result_id = items[te->leader].id;
-				it->leader = te->leader;
-				continue;
-			}
-			te->leader = i;
-		}
-		if (grp->nitems == grp->cap)
-		{
-			grp->cap *= 2;
-			grp->items = repalloc(grp->items, sizeof(int) * grp->cap);
-		}
-		grp->items[grp->nitems++] = i;
+		ge->g = b->ng;
+		grp = &b->groups[b->ng];
+		grp->queue = it->queue;
+		grp->partition = it->partition;
+		grp->cap = 8;
+		grp->items = palloc(sizeof(int) * grp->cap);
+		grp->bad = -1;
+		initStringInfo(&grp->raw);
+		b->ng++;
 	}
-	hash_destroy(gtab);
-	if (ttab)
-		hash_destroy(ttab);
+	g = ge->g;
+	grp = &b->groups[g];
+	it->group = g;
+	it->status = QS_PUSH_PENDING;
+	it->leader = -1;
+	it->frame_len = -1;
+	qs_txn_hash(it->txn, it->txn_len, it->hash);
+	if (it->txn_given)
+	{
+		TxnKey		tk;
+		TxnEnt	   *te;
+
+		if (b->ttab == NULL)
+		{
+			HASHCTL		ctl;
+
+			memset(&ctl, 0, sizeof(ctl));
+			ctl.keysize = sizeof(TxnKey);
+			ctl.entrysize = sizeof(TxnEnt);
+			ctl.hcxt = CurrentMemoryContext;
+			b->ttab = hash_create("queen_streams push txns", 256, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		}
+		memset(&tk, 0, sizeof(tk));
+		tk.g = g;
+		memcpy(tk.hash, it->hash, QS_HASH_LEN);
+		te = hash_search(b->ttab, &tk, HASH_ENTER, &found);
+		if (found)
+		{
+			it->status = QS_PUSH_DUPLICATE;
+			it->result_id = items[te->leader].id;
+			it->leader = te->leader;
+			return;
+		}
+		te->leader = i;
+	}
+	if (grp->nitems == grp->cap)
+	{
+		grp->cap *= 2;
+		grp->items = repalloc(grp->items, sizeof(int) * grp->cap);
+	}
+	grp->items[grp->nitems++] = i;
+	write_frame(grp, it, i);
+}
+
+QsPushGroup *
+qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int nitems,
+			   int *ngroups)
+{
+	QsPushGroup *groups = b->groups;
+	QsPushGroup **order;
+	int			ng = b->ng;
+
+	hash_destroy(b->gtab);
+	if (b->ttab)
+		hash_destroy(b->ttab);
 
 	for (int g = 0; g < ng; g++)
 	{
@@ -337,14 +396,19 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 		qs_partition_resolve(tenant, groups[g].queue, groups[g].partition, true, &groups[g].part);
 	}
 
-	/* Envelope payloads of queues that ask for it (the tenant's own queue row). */
+	/*
+	 * Envelope payloads of queues that ask for it (the tenant's own queue
+	 * row), and write those groups' frames again.
+	 */
 	for (int g = 0; g < ng; g++)
 	{
-		if (!groups[g].part.encrypt)
+		QsPushGroup *grp = &groups[g];
+
+		if (!grp->part.encrypt)
 			continue;
-		for (int k = 0; k < groups[g].nitems; k++)
+		for (int k = 0; k < grp->nitems; k++)
 		{
-			QsPushItem *it = &items[groups[g].items[k]];
+			QsPushItem *it = &items[grp->items[k]];
 			char	   *env;
 			int			envlen;
 
@@ -358,6 +422,13 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 			else
 				break;			/* fail-open: one warning per group is enough */
 		}
+		resetStringInfo(&grp->raw);
+		grp->bad = -1;
+		for (int k = 0; k < grp->nitems; k++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			write_frame(grp, &items[grp->items[k]], grp->items[k]);
+		}
 	}
 
 	order = palloc(sizeof(QsPushGroup *) * Max(ng, 1));
@@ -368,9 +439,12 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 	for (int g = 0; g < ng; g++)
 	{
 		/* a second round finds no duplicate: the probe reports them all at once */
-		while (append_group(order[g], items, repack))
+		while (append_group(order[g], items, b->repack))
 			;
 		order[g]->duplicate = !order[g]->stored && order[g]->ndups > 0;
+		/* the frames are in the segment now */
+		pfree(order[g]->raw.data);
+		order[g]->raw.data = NULL;
 	}
 
 	/*
@@ -391,19 +465,19 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 	return groups;
 }
 
-/* Names are checked again on resolve; here the error can name the item. */
-static void
-check_item_name(const char *what, const char *key, const char *name)
+/* All items at once: queen.push(jsonb), the streams cycle, requeues, transactions. */
+QsPushGroup *
+qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
+			  bool repack, int *ngroups)
 {
-	if (name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s: \"%s\" must not be empty", what, key)));
-	if (strlen(name) > 255)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s: \"%s\" is too long", what, key),
-				 errdetail("Names are at most 255 bytes.")));
+	QsPushBatch *b = qs_push_begin(repack);
+
+	for (int i = 0; i < nitems; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		qs_push_add(b, items, i);
+	}
+	return qs_push_finish(b, tenant, items, nitems, ngroups);
 }
 
 /*
@@ -481,8 +555,9 @@ qs_push(PG_FUNCTION_ARGS)
 		it->partition = qs_json_string(o, "partition", what, false);
 		if (it->partition == NULL)
 			it->partition = "Default";
-		check_item_name(what, "queue", it->queue);
-		check_item_name(what, "partition", it->partition);
+		/* checked again on resolve; here the error can name the item */
+		qs_check_name("queue", what, it->queue);
+		qs_check_name("partition", what, it->partition);
 		qs_uuid7(&it->id);
 		qs_push_item_txn(it, o, what);
 		it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);

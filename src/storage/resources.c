@@ -41,22 +41,6 @@ qsr_queue_arg(FunctionCallInfo fcinfo, int argno)
 	return qs_required_text_arg(fcinfo, argno, "queue");
 }
 
-int
-qsr_int_arg(FunctionCallInfo fcinfo, int argno, const char *name, int dflt, int min)
-{
-	int			v;
-
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return dflt;
-	v = PG_GETARG_INT32(argno);
-	if (v < min)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be an integer of at least %d", name, min),
-				 errdetail("Got %d.", v)));
-	return v;
-}
-
 /* ---- per-partition counts ---- */
 
 /*
@@ -298,14 +282,6 @@ write_queue_list(QsJson *j, PartRow *rows, int n, bool pending_less_processing)
 	qsj_end_array(j);
 }
 
-static void
-queue_not_found(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("queue not found")));
-}
-
 /* SQL: queen.queues_list(tenant) -> GET /api/v1/resources/queues */
 PG_FUNCTION_INFO_V1(qs_queues_list);
 Datum
@@ -344,7 +320,7 @@ qs_queue_detail(PG_FUNCTION_ARGS)
 	qs_spi_connect();
 	n = qsr_load_parts(&tenant, queue, NULL, NULL, -1, 0, &rows);
 	if (n == 0)
-		queue_not_found();
+		qs_queue_not_found(queue);
 	qsj_object(&j, NULL);
 	write_queue_head(&j, &rows[0]);
 	qsj_array(&j, "partitions");
@@ -408,7 +384,7 @@ qs_status_queue(PG_FUNCTION_ARGS)
 	qs_spi_connect();
 	n = qsr_load_parts(&tenant, queue, NULL, NULL, -1, 0, &rows);
 	if (n == 0)
-		queue_not_found();
+		qs_queue_not_found(queue);
 	q = &rows[0];
 	qsj_object(&j, NULL);
 	qsj_object(&j, "queue");
@@ -452,13 +428,14 @@ qs_status_queues(PG_FUNCTION_ARGS)
 {
 	char	   *ns = qs_text_arg(fcinfo, 0);
 	char	   *task = qs_text_arg(fcinfo, 1);
-	int			lim = qsr_int_arg(fcinfo, 2, "limit", 100, 0);
-	int			off = qsr_int_arg(fcinfo, 3, "offset", 0, 0);
+	int			lim;
+	int			off;
 	pg_uuid_t	tenant;
 	PartRow    *rows;
 	int			n;
 	QsJson		j;
 
+	qs_page_args(fcinfo, 2, 3, 100, &lim, &off);
 	qs_tenant_arg(fcinfo, 4, &tenant);
 	qsj_init(&j);
 	qs_spi_connect();

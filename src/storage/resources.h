@@ -12,8 +12,6 @@ extern void qsr_time_s(QsJson *j, const char *key, TimestampTz ts);
 
 /* The required queue name argument (400 when missing). */
 extern char *qsr_queue_arg(FunctionCallInfo fcinfo, int argno);
-/* An int argument with a default, refused below `min`. */
-extern int	qsr_int_arg(FunctionCallInfo fcinfo, int argno, const char *name, int dflt, int min);
 
 /* resources.c: per-partition counts from offsets and cursors */
 typedef struct Counts

@@ -34,6 +34,7 @@ extern void qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
 							const pg_uuid_t *trace, const char *txn, int txn_len,
 							const char *psub, int psub_len,
 							const char *payload, int payload_len);
+extern bool qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len);
 extern bytea *qs_segment_compress(const char *raw, Size len);
 extern QsFrame *qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base);
 extern QsFrame *qs_segment_try_decode(bytea *blob, int64 count, char **why);
@@ -53,9 +54,13 @@ typedef struct QsPartition
 	bool		encrypt;
 } QsPartition;
 
-extern void qs_check_name(const char *kind, const char *name);
 extern bool qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 								 const char *partition, bool create, QsPartition *out);
+/* the id of the tenant's queue, else 42704 (qs_queue_not_found); inside SPI */
+extern void qs_queue_not_found(const char *queue) pg_attribute_noreturn();
+extern Datum qs_queue_id(const pg_uuid_t *tenant, const char *queue);
+/* the queue of a partition the tenant owns, or NULL; inside SPI */
+extern char *qs_partition_owned(const pg_uuid_t *tenant, const pg_uuid_t *pid, bool lock);
 
 typedef struct QsAppendResult
 {
@@ -75,6 +80,8 @@ typedef bytea *(*QsBlobBuilder) (void *arg);
 extern void qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 								   const uint8 *hashes, QsBlobBuilder build, void *arg,
 								   int64 verified, const bool *probe, QsAppendResult *res);
+/* "dups": [{"i": frame index, "off": the original's offset}, ...] */
+extern void qs_write_dups(QsJson *j, int ndups, const int *dup_idx, const int64 *dup_off);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
 extern void qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
 							pg_uuid_t *ids, bool *found);
@@ -136,6 +143,8 @@ typedef struct QsPushItem
 	pg_uuid_t	pid;			/* its partition (the groups live in SPI memory) */
 	int			group;
 	int			leader;			/* intra-request duplicate: index of the first, else -1 */
+	int			frame_off;		/* its frame in the group's buffer */
+	int			frame_len;		/* -1: not written (a follower, or over a limit) */
 } QsPushItem;
 
 typedef struct QsPushGroup
@@ -146,6 +155,8 @@ typedef struct QsPushGroup
 	int		   *items;
 	int			nitems;
 	int			cap;
+	StringInfoData raw;			/* the frames of its items, as they were added */
+	int			bad;			/* first item whose frame breaks a limit, or -1 */
 	/* results */
 	bool		stored;			/* a segment of its fresh items was appended */
 	bool		duplicate;		/* nothing stored: every item was a duplicate */
@@ -160,6 +171,15 @@ typedef struct QsPushGroup
 extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what);
 extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 								  bool repack, int *ngroups);
+/* push_text.c: whether the last queen.push_text failed on its text (bad JSON) */
+extern bool qs_push_text_parse_failed(void);
+extern void qs_push_text_parse_clear(void);
+/* the same, one item at a time (queen.push_text adds each as it is parsed) */
+typedef struct QsPushBatch QsPushBatch;
+extern QsPushBatch *qs_push_begin(bool repack);
+extern void qs_push_add(QsPushBatch *b, QsPushItem *items, int i);
+extern QsPushGroup *qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items,
+								   int nitems, int *ngroups);
 
 /* fence.c: corrupt segments fence their partition only */
 extern void qs_storage_init(void);

@@ -86,13 +86,9 @@ static QsPlan ack_plan = {
 	2, {JSONBOID, UUIDOID}
 };
 
-static void
-raise_bad(const char *msg)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("%s", msg)));
-}
+/* A refused transaction request: 22023. */
+#define raise_bad(...) \
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(__VA_ARGS__)))
 
 /*
  * One pushed message, from an item of a push op or from a flat push op.
@@ -108,8 +104,8 @@ parse_push(JsonbContainer *o, const char *what, const char *psub, QsPushItem *it
 	it->partition = qs_json_string(o, "partition", what, false);
 	if (it->partition == NULL)
 		it->partition = "Default";
-	qs_check_name("queue", it->queue);
-	qs_check_name("partition", it->partition);
+	qs_check_name("queue", NULL, it->queue);
+	qs_check_name("partition", NULL, it->partition);
 	qs_uuid7(&it->id);
 	qs_push_item_txn(it, o, what);
 	it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);
@@ -182,7 +178,7 @@ parse_request(FunctionCallInfo fcinfo, TxnReq *r)
 
 		CHECK_FOR_INTERRUPTS();
 		if (o == NULL || !JsonContainerIsObject(o))
-			raise_bad(psprintf("operations[%d] must be a JSON object", i));
+			raise_bad("operations[%d] must be a JSON object", i);
 		if (getKeyJsonValueFromContainer(o, "items", 5, &iv) != NULL &&
 			iv.type == jbvBinary && JsonContainerIsArray(iv.val.binary.data))
 			maxops += JsonContainerSize(iv.val.binary.data);
@@ -230,7 +226,7 @@ parse_request(FunctionCallInfo fcinfo, TxnReq *r)
 				CHECK_FOR_INTERRUPTS();
 				snprintf(iwhat, sizeof(iwhat), "operations[%d].items[%d]", i, k);
 				if (io == NULL || !JsonContainerIsObject(io))
-					raise_bad(psprintf("%s must be a JSON object", iwhat));
+					raise_bad("%s must be a JSON object", iwhat);
 				op = &r->ops[r->nops++];
 				op->kind = TXN_PUSH;
 				op->push = r->nitems;

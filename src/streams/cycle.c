@@ -42,12 +42,6 @@ typedef struct CycleOut
 	QsJson	   *j;				/* push_results and ack_result go here */
 } CycleOut;
 
-static QsPlan partition_owner_plan = {
-	"SELECT q.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-	" WHERE p.id = $1 AND q.tenant_id = $2",
-	2, {UUIDOID, UUIDOID}
-};
-
 static QsPlan query_owner_plan = {
 	"SELECT 1 FROM queen_streams.queries WHERE id = $1 AND tenant_id = $2",
 	2, {UUIDOID, UUIDOID}
@@ -109,13 +103,9 @@ static QsPlan ranges_plan = {
 	3, {UUIDOID, INT8OID, INT8OID}
 };
 
-static void
-raise_cycle(const char *msg)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("%s", msg)));
-}
+/* A refused cycle request: 22023, which the cycle answers as its error. */
+#define raise_cycle(...) \
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(__VA_ARGS__)))
 
 /* status counts as success for completed|success|acked|ok and when absent */
 static void
@@ -136,7 +126,8 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 		char	   *type;
 
 		if (o == NULL || !JsonContainerIsObject(o))
-			raise_cycle(psprintf("state_ops[%d] must be a JSON object", i));
+			raise_cycle("state_ops[%d] must be a JSON object", i);
+		/* "Unknown state_op type" is Queen's wording, as its clients match it */
 		if (!qs_json_get(o, "type", &tv))
 			raise_cycle("Unknown state_op type: null");
 		type = qs_json_cstring(&tv);
@@ -144,12 +135,12 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 		{
 			int			len;
 
-			raise_cycle(psprintf("Unknown state_op type: %s", qs_json_text(&tv, &len)));
+			raise_cycle("Unknown state_op type: %s", qs_json_text(&tv, &len));
 		}
 		if (strcmp(type, "upsert") != 0 && strcmp(type, "delete") != 0)
-			raise_cycle(psprintf("Unknown state_op type: %s", type));
+			raise_cycle("Unknown state_op type: %s", type);
 		if (!qs_json_get(o, "key", &kv) || kv.type != jbvString)
-			raise_cycle(psprintf("state_ops[%d]: key must be a string", i));
+			raise_cycle("state_ops[%d]: key must be a string", i);
 		args[2] = PointerGetDatum(cstring_to_text_with_len(kv.val.string.val, kv.val.string.len));
 		if (type[0] == 'u')
 		{
@@ -187,7 +178,7 @@ push_sinks(CycleReq *r, CycleOut *out)
 
 		snprintf(what, sizeof(what), "push_items[%d]", i);
 		if (o == NULL || !JsonContainerIsObject(o))
-			raise_cycle(psprintf("%s must be a JSON object", what));
+			raise_cycle("%s must be a JSON object", what);
 		queue = qs_json_string(o, "queue", what, false);
 		if (queue == NULL || queue[0] == '\0')
 			continue;			/* an item without a queue is skipped */
@@ -228,17 +219,7 @@ push_sinks(CycleReq *r, CycleOut *out)
 				qsj_time(j, "createdAt", pg->created_at);
 			}
 			if (pg->ndups > 0)
-			{
-				qsj_array(j, "dups");
-				for (int d = 0; d < pg->ndups; d++)
-				{
-					qsj_object(j, NULL);
-					qsj_int(j, "i", pg->dup_idx[d]);
-					qsj_int(j, "off", pg->dup_off[d]);
-					qsj_end_object(j);
-				}
-				qsj_end_array(j);
-			}
+				qs_write_dups(j, pg->ndups, pg->dup_idx, pg->dup_off);
 			qsj_end_object(j);
 		}
 	}
@@ -371,16 +352,14 @@ static void
 run_cycle(CycleReq *r, CycleOut *out)
 {
 	Datum		args[2];
-	bool		isnull;
+	char	   *queue;
 
-	args[0] = qs_uuid_datum(&r->pid);
-	args[1] = qs_uuid_datum(&r->tenant);
-	qs_exec(&partition_owner_plan, args, NULL, 1);
-	if (SPI_processed != 1)
+	queue = qs_partition_owned(&r->tenant, &r->pid, false);
+	if (queue == NULL)
 		raise_cycle("partition not found");
-	out->queue_name = MemoryContextStrdup(out->outer,
-										  TextDatumGetCString(qs_col(0, 1, &isnull)));
+	out->queue_name = MemoryContextStrdup(out->outer, queue);
 	args[0] = qs_uuid_datum(&r->qid);
+	args[1] = qs_uuid_datum(&r->tenant);
 	qs_exec(&query_owner_plan, args, NULL, 1);
 	if (SPI_processed != 1)
 		raise_cycle("query not found");

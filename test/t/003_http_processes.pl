@@ -25,16 +25,6 @@ sub worker_pids
 		"SELECT string_agg(pid::text, ',' ORDER BY worker) FROM queen_streams.http_workers()");
 }
 
-# A long-poll pop left parked on its own connection.
-sub park_pop
-{
-	my ($queue, $timeout_ms) = @_;
-	my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-		PeerPort => $node->{qs_http_port}, Proto => 'tcp') or die "connect: $!";
-	print $s "GET /api/v1/pop/queue/$queue?wait=true&timeout=$timeout_ms HTTP/1.1\r\nHost: x\r\n\r\n";
-	return $s;
-}
-
 sub read_all
 {
 	my ($s, $timeout) = @_;
@@ -52,7 +42,7 @@ sub read_all
 }
 
 # ---- DROP DATABASE is not blocked by idle workers, nor by a parked pop
-my $parked = park_pop('waiting', 20000);
+my $parked = park_pop($node, "/api/v1/pop/queue/waiting?wait=true&timeout=20000");
 usleep(300_000);
 is($node->safe_psql('postgres',
 	'SELECT sum(parked_pops) FROM queen_streams.http_workers()'), '1', 'a pop is parked');

@@ -16,60 +16,16 @@ use Time::HiRes qw(time usleep);
 
 my $node = qs_node('longpoll');
 
-sub park_pop
-{
-	my ($path) = @_;
-	my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-		PeerPort => $node->{qs_http_port}, Proto => 'tcp') or die "connect: $!";
-	print $s "GET $path HTTP/1.1\r\nHost: x\r\n\r\n";
-	return $s;
-}
-
-# Wait for one complete response; returns (status, body, seconds waited).
-sub response
-{
-	my ($s, $timeout) = @_;
-	my $t0 = time;
-	my $buf = '';
-	$s->blocking(0);
-	while (time - $t0 < $timeout)
-	{
-		my $n = sysread($s, $buf, 65536, length $buf);
-		if (defined $n && $n == 0) { last; }
-		if (!defined $n) { usleep(1000); next; }
-		if ($buf =~ /^HTTP\/1\.1 (\d+).*?\r\n\r\n(.*)$/s)
-		{
-			my ($status, $body) = ($1, $2);
-			my ($len) = $buf =~ /Content-Length: (\d+)/i;
-			return ($status, $body, time - $t0) if length($body) >= ($len // 0);
-		}
-	}
-	return (undef, $buf, time - $t0);
-}
-
-sub parked
-{
-	return $node->safe_psql('postgres', 'SELECT sum(parked_pops) FROM queen_streams.http_workers()');
-}
-
-sub wait_parked
-{
-	my ($n) = @_;
-	my $deadline = time + 10;
-	usleep(20_000) while parked() != $n && time < $deadline;
-	return parked();
-}
-
 # ---- the timeout passes: 204, not before
-my $s = park_pop('/api/v1/pop/queue/quiet?wait=true&timeout=700');
-my ($st, $body, $waited) = response($s, 10);
+my $s = park_pop($node, '/api/v1/pop/queue/quiet?wait=true&timeout=700');
+my ($st, $body, $waited) = read_response($s, 10);
 is($st, 204, 'a long poll that finds nothing answers 204');
 ok($waited >= 0.6 && $waited < 2.5, sprintf('at its timeout (%.3f s)', $waited));
 close $s;
 
 # ---- woken by an HTTP push
-$s = park_pop('/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
-is(wait_parked(1), 1, 'the pop is parked');
+$s = park_pop($node, '/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
+is(wait_parked($node, 1), 1, 'the pop is parked');
 is($node->safe_psql('postgres',
 	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'queen_streams http'"
 	  . " AND xact_start IS NOT NULL"), '0', 'holding no transaction');
@@ -77,7 +33,7 @@ my $t0 = time;
 my ($pst) = http_json($node, 'POST', '/api/v1/push',
 	{ items => [ { queue => 'lp', payload => { via => 'http' } } ] });
 is($pst, 201, 'pushed over HTTP');
-($st, $body, $waited) = response($s, 10);
+($st, $body, $waited) = read_response($s, 10);
 my $lat_http = time - $t0;
 is($st, 200, 'the parked pop answers 200');
 is(decode_json($body)->{messages}[0]{data}{via}, 'http', 'with the pushed message');
@@ -86,11 +42,11 @@ close $s;
 
 # ---- woken by a plain SQL push from another backend
 my $psql = $node->background_psql('postgres');
-$s = park_pop('/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
-is(wait_parked(1), 1, 'parked again');
+$s = park_pop($node, '/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
+is(wait_parked($node, 1), 1, 'parked again');
 $t0 = time;
 $psql->query_safe(q{SELECT queen.push('{"items":[{"queue":"lp","payload":{"via":"sql"}}]}')});
-($st, $body) = response($s, 10);
+($st, $body) = read_response($s, 10);
 my $lat_sql = time - $t0;
 is($st, 200, 'an SQL push wakes the parked pop');
 is(decode_json($body)->{messages}[0]{data}{via}, 'sql', 'with the pushed message');
@@ -98,26 +54,26 @@ ok($lat_sql < 0.5, sprintf('within milliseconds of the commit (%.1f ms)', 1000 *
 close $s;
 
 # ---- a push rolled back wakes nobody; one in an explicit transaction wakes at COMMIT
-$s = park_pop('/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
-is(wait_parked(1), 1, 'parked again');
+$s = park_pop($node, '/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
+is(wait_parked($node, 1), 1, 'parked again');
 $psql->query_safe(q{BEGIN; SELECT queen.push('{"items":[{"queue":"lp","payload":{"via":"rollback"}}]}'); ROLLBACK;});
 $psql->query_safe(q{BEGIN; SELECT queen.push('{"items":[{"queue":"lp","payload":{"via":"commit"}}]}');});
 usleep(300_000);
-is(parked(), 1, 'still parked before COMMIT');
+is(parked_pops($node), 1, 'still parked before COMMIT');
 $psql->query_safe('COMMIT');
-($st, $body) = response($s, 10);
+($st, $body) = read_response($s, 10);
 is($st, 200, 'woken by COMMIT');
 is(decode_json($body)->{messages}[0]{data}{via}, 'commit', 'and never saw the rolled back push');
 close $s;
 
 # ---- other queues do not answer; the right one does
-my $other = park_pop('/api/v1/pop/queue/elsewhere?autoAck=true&wait=true&timeout=20000');
-$s = park_pop('/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
-is(wait_parked(2), 2, 'two pops parked');
+my $other = park_pop($node, '/api/v1/pop/queue/elsewhere?autoAck=true&wait=true&timeout=20000');
+$s = park_pop($node, '/api/v1/pop/queue/lp?autoAck=true&wait=true&timeout=20000');
+is(wait_parked($node, 2), 2, 'two pops parked');
 http_json($node, 'POST', '/api/v1/push', { items => [ { queue => 'lp', payload => { n => 1 } } ] });
-($st) = response($s, 10);
+($st) = read_response($s, 10);
 is($st, 200, 'the pop of the pushed queue answers');
-is(wait_parked(1), 1, 'the other stays parked');
+is(wait_parked($node, 1), 1, 'the other stays parked');
 close $s;
 
 # ---- woken by a cycle's sink push
@@ -133,26 +89,26 @@ my (undef, $cyc) = http_json($node, 'POST', '/streams/v1/cycle',
 	  push_items => [ { queue => 'elsewhere', payload => { from => 'cycle' } } ],
 	  ack => { transactionId => $m->{transactionId}, leaseId => $m->{leaseId}, count => 1 } });
 ok($cyc->{success}, 'the cycle committed');
-($st, $body) = response($other, 10);
+($st, $body) = read_response($other, 10);
 my $lat_cycle = time - $t0;
 is($st, 200, 'a cycle\'s sink push wakes the pop parked on the sink');
 is(decode_json($body)->{messages}[0]{data}{from}, 'cycle', 'with the sink message');
 close $other;
 
 # ---- many parked pops, one push: one gets it, the rest keep waiting
-my @many = map { park_pop('/api/v1/pop/queue/crowd?autoAck=true&wait=true&timeout=1500') } 1 .. 20;
-is(wait_parked(20), 20, 'twenty pops parked');
+my @many = map { park_pop($node, '/api/v1/pop/queue/crowd?autoAck=true&wait=true&timeout=1500') } 1 .. 20;
+is(wait_parked($node, 20), 20, 'twenty pops parked');
 http_json($node, 'POST', '/api/v1/push', { items => [ { queue => 'crowd', payload => {} } ] });
 my %by;
 for my $c (@many)
 {
-	my ($cst) = response($c, 10);
+	my ($cst) = read_response($c, 10);
 	$by{ $cst // 'none' }++;
 	close $c;
 }
 is($by{200}, 1, 'exactly one of twenty parked pops got the message');
 is($by{204}, 19, 'the others answered 204 at their timeout');
-is(parked(), 0, 'nothing left parked');
+is(parked_pops($node), 0, 'nothing left parked');
 
 diag(sprintf('wake latency: HTTP push %.1f ms, SQL push %.1f ms, cycle %.1f ms',
 	1000 * $lat_http, 1000 * $lat_sql, 1000 * $lat_cycle));

@@ -153,7 +153,7 @@ is(tenants_of_queue('ka'), 'default,B', 'ka exists under B and the default tenan
 	{
 		my $h = $t eq $D ? '' : "x-queen-tenant: $t\r\n";
 		print $s "GET /api/v1/pop/queue/ka?autoAck=true HTTP/1.1\r\nHost: x\r\n$h\r\n";
-		my ($kst, $kbody) = response({ s => $s, t0 => time }, 10);
+		my ($kst, $kbody) = tenant_response({ s => $s, t0 => time }, 10);
 		my $who = ($kst // 0) == 200 ? eval { decode_json($kbody)->{messages}[0]{data}{who} } : '';
 		push @seen, ($kst // 'none') . ':' . ($who // '?');
 	}
@@ -413,7 +413,7 @@ for my $k (sort keys %expect)
 unlike($metrics_as{$C}, qr/tenant=/, 'GET /metrics: nothing counted for C');
 
 # ====================================================================== wake-ups stay within the tenant
-sub park_pop
+sub tenant_pop
 {
 	my ($t, $path) = @_;
 	my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
@@ -424,7 +424,7 @@ sub park_pop
 }
 
 # One complete response: (status, body, seconds since the request was sent).
-sub response
+sub tenant_response
 {
 	my ($p, $timeout) = @_;
 	my $s = $p->{s};
@@ -449,36 +449,22 @@ sub response
 	return (undef, $buf, time - $p->{t0});
 }
 
-sub wait_parked
-{
-	my ($n) = @_;
-	my $deadline = time + 10;
-	my $got;
-	while (time < $deadline)
-	{
-		$got = sql('SELECT sum(parked_pops) FROM queen_streams.http_workers()');
-		last if $got == $n;
-		usleep(20_000);
-	}
-	return $got;
-}
-
 # pushed over HTTP to A's queue wq: A's parked pop wakes, B's and the default tenant's time out
-my $pB_wq = park_pop($B, '/api/v1/pop/queue/wq?autoAck=true&wait=true&timeout=1500');
-my $pD_wq = park_pop($D, '/api/v1/pop/queue/wq?autoAck=true&wait=true&timeout=1500');
-my $pA_wq = park_pop($A, '/api/v1/pop/queue/wq?autoAck=true&wait=true&timeout=5000');
-is(wait_parked(3), 3, 'three long-polls on wq parked (A, B, default)');
+my $pB_wq = tenant_pop($B, '/api/v1/pop/queue/wq?autoAck=true&wait=true&timeout=1500');
+my $pD_wq = tenant_pop($D, '/api/v1/pop/queue/wq?autoAck=true&wait=true&timeout=1500');
+my $pA_wq = tenant_pop($A, '/api/v1/pop/queue/wq?autoAck=true&wait=true&timeout=5000');
+is(wait_parked($node, 3), 3, 'three long-polls on wq parked (A, B, default)');
 my $t0 = time;
 ($st) = as($A, 'POST', '/api/v1/push', { items => [ { queue => 'wq', payload => { to => 'A' } } ] });
 is($st, 201, 'A pushes to its wq');
-my ($ast, $abody) = response($pA_wq, 10);
+my ($ast, $abody) = tenant_response($pA_wq, 10);
 my $lat = time - $t0;
 is($ast, 200, 'A\'s long-poll is woken with the message');
 is(eval { decode_json($abody)->{messages}[0]{data}{to} }, 'A', 'A\'s message');
 ok($lat < 1.0, sprintf('A is woken well within its 5000 ms timeout (%.0f ms after the push)', 1000 * $lat));
 for my $x ([ 'B', $pB_wq ], [ 'default', $pD_wq ])
 {
-	my ($xst, $xbody, $waited) = response($x->[1], 10);
+	my ($xst, $xbody, $waited) = tenant_response($x->[1], 10);
 	is($xst, 204, "$x->[0]'s long-poll on its own wq is not answered with A's message: 204");
 	is($xbody, '', "$x->[0]: empty body");
 	ok($waited >= 1.3 && $waited < 5, sprintf('%s answers at its 1500 ms timeout (%.0f ms)', $x->[0], 1000 * $waited));
@@ -489,21 +475,21 @@ is(tenants_of_queue('wq'), 'A', 'only A has a queue wq');
 as($A, 'POST', '/api/v1/push', { items => [ { queue => 'events', partition => 'p1', payload => { t => 'A', n => 4 } } ] });
 ($st, $doc) = as($A, 'GET', '/api/v1/pop/queue/events/partition/p1?consumerGroup=streams.counts');
 my $m = $doc->{messages}[0];
-my $pB_sink = park_pop($B, '/api/v1/pop/queue/wsink?autoAck=true&wait=true&timeout=1500');
-my $pA_sink = park_pop($A, '/api/v1/pop/queue/wsink?autoAck=true&wait=true&timeout=5000');
-is(wait_parked(2), 2, 'A and B long-poll their wsink');
+my $pB_sink = tenant_pop($B, '/api/v1/pop/queue/wsink?autoAck=true&wait=true&timeout=1500');
+my $pA_sink = tenant_pop($A, '/api/v1/pop/queue/wsink?autoAck=true&wait=true&timeout=5000');
+is(wait_parked($node, 2), 2, 'A and B long-poll their wsink');
 $t0 = time;
 ($st, $doc) = as($A, 'POST', '/streams/v1/cycle',
 	{ query_id => $qid{$A}, partition_id => $m->{partitionId}, consumer_group => 'streams.counts',
 	  push_items => [ { queue => 'wsink', payload => { from => 'A-cycle' } } ],
 	  ack => { transactionId => $m->{transactionId}, leaseId => $m->{leaseId}, count => 1 } });
 is($doc->{success}, JSON::PP::true, 'A\'s cycle with a sink push to wsink commits');
-($ast, $abody) = response($pA_sink, 10);
+($ast, $abody) = tenant_response($pA_sink, 10);
 $lat = time - $t0;
 is($ast, 200, 'A\'s long-poll on wsink is woken by A\'s cycle');
 is(eval { decode_json($abody)->{messages}[0]{data}{from} }, 'A-cycle', 'with the sink message');
 ok($lat < 1.0, sprintf('within well under its timeout (%.0f ms)', 1000 * $lat));
-my ($bst, $bbody, $bwaited) = response($pB_sink, 10);
+my ($bst, $bbody, $bwaited) = tenant_response($pB_sink, 10);
 is($bst, 204, 'B\'s long-poll on its wsink answers 204');
 ok($bwaited >= 1.3 && $bwaited < 5, sprintf('at its 1500 ms timeout (%.0f ms)', 1000 * $bwaited));
 is(tenants_of_queue('wsink'), 'A', 'the sink wsink exists only under A');

@@ -17,50 +17,6 @@ use Time::HiRes qw(time usleep);
 
 my $node = qs_node('transaction');
 
-sub park_pop
-{
-	my ($path) = @_;
-	my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-		PeerPort => $node->{qs_http_port}, Proto => 'tcp') or die "connect: $!";
-	print $s "GET $path HTTP/1.1\r\nHost: x\r\n\r\n";
-	return $s;
-}
-
-# Wait for one complete response; returns (status, body, seconds waited).
-sub response
-{
-	my ($s, $timeout) = @_;
-	my $t0 = time;
-	my $buf = '';
-	$s->blocking(0);
-	while (time - $t0 < $timeout)
-	{
-		my $n = sysread($s, $buf, 65536, length $buf);
-		if (defined $n && $n == 0) { last; }
-		if (!defined $n) { usleep(1000); next; }
-		if ($buf =~ /^HTTP\/1\.1 (\d+).*?\r\n\r\n(.*)$/s)
-		{
-			my ($status, $body) = ($1, $2);
-			my ($len) = $buf =~ /Content-Length: (\d+)/i;
-			return ($status, $body, time - $t0) if length($body) >= ($len // 0);
-		}
-	}
-	return (undef, $buf, time - $t0);
-}
-
-sub parked
-{
-	return $node->safe_psql('postgres', 'SELECT sum(parked_pops) FROM queen_streams.http_workers()');
-}
-
-sub wait_parked
-{
-	my ($n) = @_;
-	my $deadline = time + 10;
-	usleep(20_000) while parked() != $n && time < $deadline;
-	return parked();
-}
-
 my $uuid = qr/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 # ---- validation: 400 with {"error"}
@@ -81,9 +37,9 @@ my @msgs = @{ $batch->{messages} };
 is(scalar @msgs, 2, 'two messages leased');
 
 # ---- pops parked on both queues the transaction will push to
-my $pa = park_pop('/api/v1/pop/queue/out_a?autoAck=true&wait=true&timeout=20000');
-my $pb = park_pop('/api/v1/pop/queue/out_b?autoAck=true&wait=true&timeout=20000');
-is(wait_parked(2), 2, 'two pops parked');
+my $pa = park_pop($node, '/api/v1/pop/queue/out_a?autoAck=true&wait=true&timeout=20000');
+my $pb = park_pop($node, '/api/v1/pop/queue/out_b?autoAck=true&wait=true&timeout=20000');
+is(wait_parked($node, 2), 2, 'two pops parked');
 
 # The body exactly as TransactionBuilder.commit() sends it:
 # .queue('out_a').push([{data}]) .queue('out_b').partition('eu').push([{payload}])
@@ -114,8 +70,8 @@ like($res[1]{partitionId}, $uuid, 'push partitionId');
 is(join(',', sort keys %{ $res[2] }), 'dlq,error,index,success,transactionId,type', 'ack result fields');
 ok($res[2]{success} && $res[3]{success}, 'acks applied');
 
-my ($sa, $ba) = response($pa, 10);
-my ($sb, $bb) = response($pb, 10);
+my ($sa, $ba) = read_response($pa, 10);
+my ($sb, $bb) = read_response($pb, 10);
 is($sa, 200, 'the pop parked on out_a wakes at the commit');
 is($sb, 200, 'the pop parked on out_b wakes at the commit');
 is(decode_json($ba)->{messages}[0]{data}{q}, 'a', 'with the message pushed to out_a');
@@ -127,8 +83,8 @@ my (undef, $again) = http_json($node, 'GET', '/api/v1/pop/queue/src?batch=10');
 is(scalar @{ $again->{messages} // [] }, 0, 'the source batch is consumed');
 
 # ---- a transaction whose ack fails: 200 success:false, nothing pushed, nobody woken
-my $pc = park_pop('/api/v1/pop/queue/out_c?autoAck=true&wait=true&timeout=20000');
-is(wait_parked(1), 1, 'a pop parked on out_c');
+my $pc = park_pop($node, '/api/v1/pop/queue/out_c?autoAck=true&wait=true&timeout=20000');
+is(wait_parked($node, 1), 1, 'a pop parked on out_c');
 ($st, $doc) = http_json($node, 'POST', '/api/v1/transaction', {
 	operations => [
 		{ type => 'push', items => [ { queue => 'out_c', payload => { from => 'rolled back' } } ] },
@@ -140,9 +96,9 @@ ok(!$doc->{success}, 'with success:false');
 is($doc->{error}, 'ack_rejected: consumer not found', 'and the rejected ack\'s error');
 is(scalar @{ $doc->{results} }, 2, 'results up to the failing op');
 usleep(300_000);
-is(parked(), 1, 'the pop on out_c stays parked');
+is(parked_pops($node), 1, 'the pop on out_c stays parked');
 http_json($node, 'POST', '/api/v1/push', { items => [ { queue => 'out_c', payload => { from => 'push' } } ] });
-my ($sc, $bc) = response($pc, 10);
+my ($sc, $bc) = read_response($pc, 10);
 is($sc, 200, 'a later push wakes it');
 is(decode_json($bc)->{messages}[0]{data}{from}, 'push', 'and it never saw the rolled back push');
 close $pc;

@@ -32,13 +32,19 @@ our $tenant;
 # ------------------------------------------------------------------ clients
 
 # A Queen-style call: 5xx and network errors are retried with backoff until
-# `deadline`; returns (status, decoded body or undef).
+# `deadline`; returns (status, decoded body or undef). `url` may be a list of
+# base URLs (a formation's nodes, test/t/080_ha_failover.pl): each failure
+# moves the client on to the next one, as Queen's clients fail over.
+my $current = 0;
+
 sub call
 {
-	my ($ua, $url, $method, $path, $body, $deadline) = @_;
+	my ($ua, $urls, $method, $path, $body, $deadline) = @_;
+	my @urls = ref $urls ? @$urls : ($urls);
 	my $delay = 0.05;
 	while (1)
 	{
+		my $url = $urls[ $current % @urls ];
 		my $r = $ua->request($method, "$url$path",
 			{ headers => { 'content-type' => 'application/json',
 					defined $tenant ? ('x-queen-tenant' => $tenant) : () },
@@ -48,8 +54,10 @@ sub call
 			my $doc = length($r->{content} // '') ? eval { $json->decode($r->{content}) } : undef;
 			return ($r->{status}, $doc);
 		}
+		$current++;
 		sleep $delay;
-		$delay = $delay * 2 > 1 ? 1 : $delay * 2;
+		my $max = @urls > 1 ? 0.25 : 1;
+		$delay = $delay * 2 > $max ? $max : $delay * 2;
 	}
 }
 

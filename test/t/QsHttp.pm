@@ -13,7 +13,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(qs_node http http_json wait_http json_sql call_sql raw_request);
+our @EXPORT = qw(qs_node http http_json wait_http json_sql call_sql raw_request
+  park_pop read_response parked_pops wait_parked);
 
 my $json = JSON::PP->new->canonical;
 
@@ -120,6 +121,59 @@ sub raw_request
 	}
 	close $s;
 	return $out;
+}
+
+# ---- long-poll pops: a GET left open, its answer read when it comes
+
+# Send `GET $path` on a new connection and return the socket unread.
+sub park_pop
+{
+	my ($node, $path) = @_;
+	my $s = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $node->{qs_http_port},
+		Proto => 'tcp') or die "connect: $!";
+	print $s "GET $path HTTP/1.1\r\nHost: x\r\n\r\n";
+	return $s;
+}
+
+# Wait for one complete response on `$s`; returns (status, body, seconds
+# waited), the status undef when none came within `timeout` seconds.
+sub read_response
+{
+	my ($s, $timeout) = @_;
+	my $t0 = time;
+	my $buf = '';
+	$s->blocking(0);
+	while (time - $t0 < $timeout)
+	{
+		my $n = sysread($s, $buf, 65536, length $buf);
+		if (defined $n && $n == 0) { last; }
+		if (!defined $n) { usleep(1000); next; }
+		if ($buf =~ /^HTTP\/1\.1 (\d+).*?\r\n\r\n(.*)$/s)
+		{
+			my ($status, $body) = ($1, $2);
+			my ($len) = $buf =~ /Content-Length: (\d+)/i;
+			return ($status, $body, time - $t0) if length($body) >= ($len // 0);
+		}
+	}
+	return (undef, $buf, time - $t0);
+}
+
+# Pops parked in the listener's workers, now.
+sub parked_pops
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', 'SELECT sum(parked_pops) FROM queen_streams.http_workers()');
+}
+
+# Wait (up to 10 s) until `n` pops are parked; returns how many are.
+sub wait_parked
+{
+	my ($node, $n) = @_;
+	my $deadline = time + 10;
+	usleep(20_000) while parked_pops($node) != $n && time < $deadline;
+	return parked_pops($node);
 }
 
 1;

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Group commit over HTTP (issue 14 item 6), reported, not asserted: in one
+# run on a throwaway instance (fsync and synchronous_commit on, the default
+# 2 HTTP workers), each point QS_BENCH_DURATION seconds after a warm-up:
+#
+#   - push over HTTP, one message per request, 64 connections, into one
+#     partition and into 16, with group commit off (max_requests = 1) and on
+#     (the defaults);
+#   - the same push over SQL from 64 pgbench clients (one partition, 16);
+#   - stream cycles over HTTP from 8 connections (own source and sink
+#     partition each), group commit off and on, against the same cycles over
+#     SQL from 8 pgbench clients;
+#   - the machine's limits in the same run: GET /health (the listener with
+#     no SQL, 64 connections) and the 8 kB write + fdatasync rate of the
+#     data directory's disk (pg_test_fsync), which bounds one flush per
+#     commit.
+#
+#   bash bench/http/group_commit.sh      # as root; about 3 minutes
+#
+# Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_PG_BIN
+# (/usr/lib/postgresql/15/bin; with a private copy of the PostgreSQL tree,
+# whose pg_config installs there, the shared install is not touched),
+# QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT (the "on" settings: 64, 0).
+# Takes /tmp/queen_streams.test.lock like scripts/test.sh (machine quiet, and
+# `make install` when the shared tree is used); QS_BENCH_LOCK=0 skips it,
+# for a private tree only. Output: a table on stdout and
+# bench/http/out/group_commit.md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+OUT="$ROOT/bench/http/out"
+BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
+DURATION=${QS_BENCH_DURATION:-10}
+WARMUP=${QS_BENCH_WARMUP:-2}
+GC_REQ=${QS_BENCH_GC_REQUESTS:-64}
+GC_WAIT=${QS_BENCH_GC_WAIT:-0}
+PORT=$((20000 + RANDOM % 20000))
+HTTP_PORT=$((PORT + 1))
+
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+log() { printf '[bench/http/gc %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if [ "${QS_BENCH_LOCK:-1}" != 0 ]; then
+	exec 9>/tmp/queen_streams.test.lock
+	log "waiting for /tmp/queen_streams.test.lock"
+	flock 9
+elif [ "$BIN" = /usr/lib/postgresql/15/bin ]; then
+	echo "QS_BENCH_LOCK=0 needs a private QS_BENCH_PG_BIN" >&2
+	exit 1
+fi
+make -s PG_CONFIG="$BIN/pg_config" && make -s install PG_CONFIG="$BIN/pg_config"
+
+mkdir -p "$OUT"
+WORK=$(mktemp -d /tmp/qs-bench-gc.XXXXXX)
+chmod 755 "$WORK"
+[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$WORK"
+DATA="$WORK/data"
+trap 'as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+
+cc -O2 -Wall -o "$WORK/loadgen" bench/http/loadgen.c
+as_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 >/dev/null
+cat >>"$DATA/postgresql.conf" <<CONF
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$WORK'
+max_connections = 200
+shared_buffers = 1GB
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+shared_preload_libraries = 'queen_streams'
+queen_streams.http_port = $HTTP_PORT
+queen_streams.retention_interval = 0
+queen_streams.max_connections = 1000
+CONF
+as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w start >/dev/null
+PSQL=(as_pg "$BIN/psql" -h "$WORK" -p "$PORT" -U postgres -d postgres -qXAt -v ON_ERROR_STOP=1)
+"${PSQL[@]}" -c "CREATE EXTENSION queen_streams"
+for _ in $(seq 100); do
+	[ "$("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening")" = 2 ] && break
+	sleep 0.1
+done
+
+gc() {	# max_requests max_wait: set group commit, reload
+	"${PSQL[@]}" -c "ALTER SYSTEM SET queen_streams.group_commit_max_requests = $1" \
+		-c "ALTER SYSTEM SET queen_streams.group_commit_max_wait = $2" -c "SELECT pg_reload_conf()" >/dev/null
+	sleep 0.5
+}
+
+# bodies: one line per connection
+for i in $(seq 0 63); do
+	echo "{\"items\":[{\"queue\":\"one\",\"payload\":{\"id\":$i,\"kind\":\"click\",\"user\":\"u-1234\"}}]}"
+done >"$WORK/push_one.txt"
+for i in $(seq 0 63); do
+	echo "{\"items\":[{\"queue\":\"sixteen\",\"partition\":\"p$((i % 16))\",\"payload\":{\"id\":$i,\"kind\":\"click\",\"user\":\"u-1234\"}}]}"
+done >"$WORK/push_sixteen.txt"
+cat >"$WORK/push_one.sql" <<'SQL'
+SELECT queen.push('{"items":[{"queue":"one","payload":{"id":1,"kind":"click","user":"u-1234"}}]}');
+SQL
+cat >"$WORK/push_sixteen.sql" <<'SQL'
+\set p random(0, 15)
+SELECT queen.push(('{"items":[{"queue":"sixteen","partition":"p' || :p || '","payload":{"id":1,"kind":"click","user":"u-1234"}}]}')::jsonb);
+SQL
+# the cycles: one query, 8 source partitions, each connection its own (as bench/http/run.sh)
+"${PSQL[@]}" >/dev/null <<'SQL'
+SELECT queen.push(jsonb_build_object('items',
+	(SELECT jsonb_agg(jsonb_build_object('queue', 'bench.src', 'partition', 'p' || i, 'payload', '{}'::jsonb))
+	   FROM generate_series(1, 8) i)));
+SELECT queen_streams.register_query(
+	'{"name":"bench","source_queue":"bench.src","sink_queue":"bench.sink","config_hash":"h"}');
+CREATE TABLE bench_bodies AS
+SELECT row_number() OVER (ORDER BY p.name)::int AS i,
+       jsonb_build_object(
+         'query_id', (SELECT id FROM queen_streams.queries WHERE name = 'bench'),
+         'partition_id', p.id,
+         'state_ops', jsonb_build_array(jsonb_build_object('type', 'upsert', 'key', 'tumb:60' || chr(31) || 'k',
+             'value', '{"acc":{"count":1},"windowStart":0,"windowEnd":60000}'::jsonb)),
+         'push_items', jsonb_build_array(jsonb_build_object('queue', 'bench.sink',
+             'partition', 's' || p.name, 'payload', '{"key":"k","count":1}'::jsonb)),
+         'ack', NULL) AS body
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.name = 'bench.src';
+SQL
+"${PSQL[@]}" -c "COPY (SELECT body FROM bench_bodies ORDER BY i) TO STDOUT" >"$WORK/cycle_bodies.txt"
+cat >"$WORK/cycle_sql.sql" <<'SQL'
+SELECT queen_streams.cycle(body) FROM bench_bodies WHERE i = :client_id % 8 + 1;
+SQL
+chmod 644 "$WORK"/*.txt "$WORK"/*.sql
+
+lg() {	# connections, loadgen args...: its summary line
+	local c=$1
+	shift
+	"$WORK/loadgen" -p "$HTTP_PORT" -c "$c" -d "$DURATION" -w "$WARMUP" "$@" | tee -a "$OUT/group_commit.loadgen.log"
+}
+pgb() {	# clients script: tps
+	as_pg "$BIN/pgbench" -h "$WORK" -p "$PORT" -U postgres -n -M prepared -c "$1" -j 2 \
+		-T "$((DURATION + WARMUP))" -f "$2" postgres 2>&1 | tee -a "$OUT/group_commit.pgbench.log" |
+		sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1
+}
+field() { sed -n "s/.* $1 \([0-9.]*\).*/\1/p"; }
+per_commit() {	# requests per group commit since the last call
+	local c r
+	c=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n 's/^queen_streams_http_group_commits_total //p')
+	r=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n 's/^queen_streams_http_group_requests_total //p')
+	awk -v c="$((c - ${LAST_C:-0}))" -v r="$((r - ${LAST_R:-0}))" 'BEGIN { if (c > 0) printf "%.1f", r / c; else printf "-" }'
+	LAST_C=$c LAST_R=$r
+}
+row() {	# name, loadgen line, requests per commit
+	echo "| $1 | $(echo "$2" | field rps) | $(echo "$2" | field p50_ms) | $(echo "$2" | field p99_ms) | $3 | $(echo "$2" | sed -n 's/.*status //p') |"
+}
+
+log "machine limits: fsync rate, GET /health"
+FSYNC=$(as_pg "$BIN/pg_test_fsync" -s 3 -f "$DATA/fsync_probe" 2>/dev/null |
+	sed -n '/Compare file sync methods using one 8kB write/,/Compare/p' | sed -n 's/^ *fdatasync *\([0-9.]*\) ops\/sec.*/\1/p' | head -1)
+HEALTH=$(lg 64 -m GET -u /health)
+
+declare -A R
+for mode in off on; do
+	if [ $mode = off ]; then gc 1 0; else gc "$GC_REQ" "$GC_WAIT"; fi
+	per_commit >/dev/null
+	log "push, 1 msg/request, 64 connections, one partition, group commit $mode"
+	R[one_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_one.txt"); R[one_${mode}_g]=$(per_commit)
+	log "push, 1 msg/request, 64 connections, 16 partitions, group commit $mode"
+	R[six_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_sixteen.txt"); R[six_${mode}_g]=$(per_commit)
+	log "cycles over HTTP, 8 connections, group commit $mode"
+	R[cyc_$mode]=$(lg 8 -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt"); R[cyc_${mode}_g]=$(per_commit)
+done
+log "push over SQL, 64 pgbench clients, one partition / 16"
+SQL_ONE=$(pgb 64 "$WORK/push_one.sql")
+SQL_SIX=$(pgb 64 "$WORK/push_sixteen.sql")
+log "cycles over SQL, 8 pgbench clients"
+SQL_CYC=$(pgb 8 "$WORK/cycle_sql.sql")
+DEFERRED=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n 's/^queen_streams_http_group_deferrals_total //p')
+
+r() { awk -v a="$(echo "$1" | field rps)" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+{
+	echo "# bench/http/group_commit.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point)"
+	echo
+	echo "2 HTTP workers; fsync and synchronous_commit on; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms."
+	echo "Machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); 8 kB write+fdatasync: ${FSYNC:-?} ops/s;" \
+		"GET /health, 64 connections: $(echo "$HEALTH" | field rps) req/s (p50 $(echo "$HEALTH" | field p50_ms) ms)."
+	echo
+	echo "| point | req/s | p50 ms | p99 ms | requests per commit | statuses |"
+	echo "|---|---|---|---|---|---|"
+	row "push 1 msg, 64 conns, 1 partition, group commit off" "${R[one_off]}" "${R[one_off_g]}"
+	row "push 1 msg, 64 conns, 1 partition, group commit on" "${R[one_on]}" "${R[one_on_g]}"
+	row "push 1 msg, 64 conns, 16 partitions, group commit off" "${R[six_off]}" "${R[six_off_g]}"
+	row "push 1 msg, 64 conns, 16 partitions, group commit on" "${R[six_on]}" "${R[six_on_g]}"
+	row "cycles, 8 conns, group commit off" "${R[cyc_off]}" "${R[cyc_off_g]}"
+	row "cycles, 8 conns, group commit on" "${R[cyc_on]}" "${R[cyc_on_g]}"
+	echo "| push over SQL, 64 pgbench clients, 1 partition | $SQL_ONE | | | 1 | |"
+	echo "| push over SQL, 64 pgbench clients, 16 partitions | $SQL_SIX | | | 1 | |"
+	echo "| cycles over SQL, 8 pgbench clients | $SQL_CYC | | | 1 | |"
+	echo
+	echo "Ratios: push 1 partition on/off **$(r "${R[one_on]}" "$(echo "${R[one_off]}" | field rps)")**," \
+		"16 partitions on/off **$(r "${R[six_on]}" "$(echo "${R[six_off]}" | field rps)")**;" \
+		"against issue 14's 2,130 and 6,200 req/s: **$(r "${R[one_on]}" 2130)** and **$(r "${R[six_on]}" 6200)**;" \
+		"cycles HTTP (on) / SQL **$(r "${R[cyc_on]}" "$SQL_CYC")**;" \
+		"push 1 partition (on) / GET /health **$(r "${R[one_on]}" "$(echo "$HEALTH" | field rps)")**." \
+		"Deferrals (a request that gave way on a lock): ${DEFERRED:-0}."
+} | tee "$OUT/group_commit.md"

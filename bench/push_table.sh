@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# Issue 14's push-path table (reported, not asserted; not part of CI), in one
+# run on a throwaway instance (fsync and synchronous commit on):
+#
+#   - push, 100 messages per call, 4 and 8 clients: queen.push_text with client
+#     transaction ids, against the bare-INSERT row-per-message baseline
+#     (bench/setup.sql, pgmq's shape) and the engine floor (a segment packed
+#     beforehand into queen.log_push_one_v1); push_text without ids, and
+#     queen.push(jsonb) with ids, at 4 clients;
+#   - N items in one push_text, N = 10k and 100k;
+#   - a fully duplicate retry against the original push;
+#   - 100 items with ids into a partition whose dedup window holds 1M hashes
+#     against an empty one, warm and on a new connection;
+#   - pop+ack, 100 per batch, 4 clients, against the baseline's read+delete.
+#
+#   bash bench/push_table.sh      # as root; about 6 minutes
+#
+# It takes /tmp/queen_streams.test.lock and installs the working tree into
+# the shared PostgreSQL. With QS_BENCH_PG_BIN naming a private copy of the
+# tree (bench/README.md) it installs there and takes no lock.
+# Knobs: QS_BENCH_DURATION (10 s per pgbench point), QS_BENCH_WARMUP (2),
+# QS_BENCH_PREFILL (1200000 messages per side before pop+ack),
+# QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_BUILD (1; 0: use what is installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BENCH="$ROOT/bench"
+BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
+DUR=${QS_BENCH_DURATION:-10}
+WARM=${QS_BENCH_WARMUP:-2}
+PREFILL=${QS_BENCH_PREFILL:-1200000}
+NH=${QS_BENCH_WINDOW_HASHES:-1000000}
+VARIANTS=4
+NCPU=$(nproc)
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+log() { printf '[push_table %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if [ "$BIN" = /usr/lib/postgresql/15/bin ]; then
+	exec 9>/tmp/queen_streams.test.lock
+	log "waiting for /tmp/queen_streams.test.lock"
+	flock 9
+fi
+if [ "${QS_BENCH_BUILD:-1}" = 1 ]; then
+	make -s PG_CONFIG="$BIN/pg_config" >/dev/null && make -s PG_CONFIG="$BIN/pg_config" install >/dev/null
+fi
+
+W=$(mktemp -d /tmp/qs-pushtable.XXXXXX)
+chmod 755 "$W"
+PORT=$((20000 + RANDOM % 20000))
+trap 'as_pg "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
+[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"
+as_pg "$BIN/initdb" -D "$W/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
+cat >>"$W/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'queen_streams'
+queen_streams.http_port = 0
+queen_streams.dedup_cache_entries = 2000000
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$W'
+shared_buffers = 1GB
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+max_connections = 40
+synchronous_commit = on
+CONF
+as_pg "$BIN/pg_ctl" -D "$W/data" -l "$W/log" -w start >/dev/null
+as_pg "$BIN/createdb" -h "$W" -p "$PORT" -U postgres bench
+Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }
+cp "$BENCH"/*.sql "$W/"
+[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"/*.sql
+Q -f "$W/setup.sql" >/dev/null
+mkdir -p "$W/scripts"
+
+# ---------------------------------------------------------------- scripts
+gen() {	# gen NAME MODE TARGET [FN]: a gen_push.pl family; FN push_text turns the calls into text ones
+	perl "$BENCH/gen_push.pl" "$W/scripts" "$1" "$2" "$3" "$VARIANTS"
+	if [ "${4:-}" = push_text ]; then
+		sed -i 's/^SELECT queen.push(\(.*\)::jsonb);$/SELECT queen.push_text(\1);/' "$W/scripts/$1".*.sql
+	fi
+	[ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$W/scripts"
+	true
+}
+create_queue() {	# the queue and its partitions p-0..p-15
+	Q -c "SELECT queen.push(jsonb_build_object('items', jsonb_agg(jsonb_build_object(
+		'queue', '$1', 'partition', 'p-' || i, 'payload', '{}'::jsonb)))) FROM generate_series(0, 15) i" >/dev/null
+}
+engine_scripts() {	# the engine floor: one pre-packed segment per (variant, partition), window 0
+	local q=$1 v req
+	gen "${q}_src" notxn "$q"
+	create_queue "$q"
+	Q -c "UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = '$q'"
+	for v in $(seq 1 "$VARIANTS"); do
+		req=$(sed -n 's/^SELECT queen.push(\(.*\)::jsonb);$/\1/p' "$W/scripts/${q}_src.$v.0.sql")
+		cat >"$W/engine.sql" <<SQL
+SELECT p, format('SELECT queen.log_push_one_v1(%L, %L, 100, %L::bytea, -1, %L::bytea, NULL, 0);',
+		'$q', 'p-' || p, h, b)
+  FROM (SELECT string_agg(queen.txn_hash(x->>'transactionId'), ''::bytea ORDER BY i) AS h,
+               queen.segment_pack(jsonb_agg(x ORDER BY i)) AS b
+          FROM (SELECT i, jsonb_build_object('id', queen.uuid_generate_v7(),
+                       'transactionId', 'tx-' || i, 'payload', e->'payload') AS x
+                  FROM jsonb_array_elements(($req)::jsonb->'items') WITH ORDINALITY AS t(e, i)) f) s,
+       generate_series(0, 15) AS p
+SQL
+		[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W/engine.sql"
+		Q -F $'\t' -f "$W/engine.sql" | while IFS=$'\t' read -r p line; do
+			printf '%s\n' "$line" >"$W/scripts/$q.$v.$p.sql"
+		done
+	done
+	rm -f "$W/scripts/${q}_src".*.sql
+	[ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$W/scripts"
+	true
+}
+files() { local f; for f in "$W"/scripts/"$1".*.sql; do printf -- '-f scripts/%s ' "${f##*/}"; done; }
+
+# ---------------------------------------------------------------- single calls
+# First, while the shared dedup cache holds only what these points push.
+# server-side ms of one statement
+sms() { Q -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
+# text bodies: queue, n, payload pad bytes, txn prefix ('' = none)
+body() {
+	echo "SELECT '{\"items\":[' || string_agg(format('{\"queue\":\"$1\",%s\"payload\":{\"i\":%s,\"pad\":\"%s\"}}',
+	      CASE WHEN '$4' = '' THEN '' ELSE format('\"transactionId\":\"$4%s\",', i) END, i, repeat('x', $3)), ',')
+	      || ']}' FROM generate_series(1, $2) i"
+}
+Q -c "CREATE TABLE bodies (name text PRIMARY KEY, b text)"
+Q -c "INSERT INTO bodies SELECT 'n10k', ($(body lin10 10000 100 n))"
+Q -c "INSERT INTO bodies SELECT 'n100k', ($(body lin100 100000 100 n))"
+Q -c "INSERT INTO bodies SELECT 'retry', ($(body retryq 3000 2000 r))"
+log "N items in one push"
+T10=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'n10k'")
+T100=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'n100k'")
+log "fully duplicate retry"
+ORIG=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
+RETRY=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
+RETRY_DUPS=$(Q -c "SELECT count(*) FILTER (WHERE e->>'status' = 'duplicate')
+	FROM bodies, jsonb_array_elements(queen.push_text(b)) e WHERE name = 'retry'")
+
+log "a window of $NH hashes"
+Q -c "SELECT count(*) FROM (SELECT queen.push_text((SELECT '{\"items\":[' || string_agg(format(
+	'{\"queue\":\"bigwin\",\"transactionId\":\"w%s-%s\",\"payload\":%s}', k, i, i), ',') || ']}'
+	FROM generate_series(1, 10000) i)) FROM generate_series(1, $NH / 10000) k) x" >/dev/null
+Q -c "SELECT queen.push_text('{\"items\":[{\"queue\":\"emptywin\",\"transactionId\":\"e0\",\"payload\":0}]}')" >/dev/null
+HASHES=$(Q -c "SELECT sum(t.end_offset - t.base_offset + 1) FROM queen.log_txns t
+	JOIN queen.log_partitions p ON p.id = t.partition_id JOIN queen.queues q ON q.id = p.queue_id
+	WHERE q.name = 'bigwin'")
+hund() { echo "SELECT length(queen.push_text((SELECT '{\"items\":[' || string_agg(format(
+	'{\"queue\":\"$1\",\"transactionId\":\"$2%s\",\"payload\":%s}', i, i), ',') || ']}'
+	FROM generate_series(1, 100) i))::text)"; }
+sms "$(hund bigwin first-)" >/dev/null	# the first push since start reads the window into the shared cache
+warm() {	# mean server ms of 20 pushes on one connection
+	{ echo '\timing on'; for i in $(seq 1 20); do echo "$(hund "$1" "$2$i-");"; done; } >"$W/warm.sql"
+	chmod 644 "$W/warm.sql"
+	Q -f "$W/warm.sql" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | awk '{s += $1} END {printf "%.2f", s / NR}'
+}
+fresh() {	# mean server ms of the first push of 10 new connections
+	local s=0 i
+	for i in $(seq 1 10); do s=$(echo "$s + $(sms "$(hund "$1" "$2$i-")")" | bc); done
+	echo "scale=2; $s / 10" | bc
+}
+WB=$(warm bigwin wb-); WE=$(warm emptywin we-)
+NB=$(fresh bigwin nb-); NE=$(fresh emptywin ne-)
+
+# ---------------------------------------------------------------- pgbench points
+INV=0
+pgb() { (cd "$W" && as_pg "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n "$@" bench); }
+count() {	# messages a side holds now
+	case $1 in
+	queen) Q -c "SELECT coalesce(sum(p.last_offset + 1), 0) FROM queen.log_partitions p
+		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '$2'" ;;
+	base) Q -c "SELECT count(*) FROM bench.q_push" ;;
+	popq) Q -c "SELECT coalesce(sum(c.committed + 1), 0) FROM queen.log_consumers c
+		JOIN queen.log_partitions p ON p.id = c.partition_id
+		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'bench_pop'" ;;
+	popb) Q -c "SELECT -count(*) FROM bench.q_pop" ;;
+	esac
+}
+declare -A RATE
+point() {	# point NAME KIND QUEUE CLIENTS MODE pgbench-args...: msgs/s moved in the database
+	local name=$1 kind=$2 queue=$3 c=$4 mode=$5
+	shift 5
+	local j=$((c < NCPU ? c : NCPU)) m0 m1 nx tps
+	INV=$((INV + 1))
+	pgb -c "$c" -j "$j" -M "$mode" -T "$WARM" -D n=$((INV * 1000000000)) "$@" >/dev/null 2>&1 || true
+	Q -c CHECKPOINT
+	m0=$(count "$kind" "$queue")
+	INV=$((INV + 1))
+	pgb -c "$c" -j "$j" -M "$mode" -T "$DUR" -D n=$((INV * 1000000000)) "$@" >"$W/$name.log" 2>&1 ||
+		{ log "$name: pgbench failed: $(tail -3 "$W/$name.log")"; }
+	m1=$(count "$kind" "$queue")
+	nx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$W/$name.log")
+	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$W/$name.log")
+	RATE[$name]=$(awk -v dm=$((m1 - m0)) -v nx="${nx:-0}" -v tps="${tps:-0}" \
+		'BEGIN { s = (tps > 0) ? nx / tps : 0; printf "%.0f", (s > 0) ? dm / s : 0 }')
+	log "$name: ${RATE[$name]} msgs/s ($c clients)"
+}
+
+log "push points (${DUR}s each after ${WARM}s warm-up)"
+gen base_push base q_push
+for c in 4 8; do
+	gen "text_c$c" spread "text_c$c" push_text
+	create_queue "text_c$c"
+	# shellcheck disable=SC2046
+	point "text_c$c" queen "text_c$c" "$c" simple $(files "text_c$c")
+	# shellcheck disable=SC2046
+	point "base_c$c" base - "$c" simple $(files base_push)
+	engine_scripts "engine_c$c"
+	# shellcheck disable=SC2046
+	point "engine_c$c" queen "engine_c$c" "$c" simple $(files "engine_c$c")
+done
+gen text_notxn notxn text_notxn push_text
+create_queue text_notxn
+# shellcheck disable=SC2046
+point text_notxn_c4 queen text_notxn 4 simple $(files text_notxn)
+gen jsonb_c4 spread jsonb_c4
+create_queue jsonb_c4
+# shellcheck disable=SC2046
+point jsonb_c4 queen jsonb_c4 4 simple $(files jsonb_c4)
+
+log "pop+ack: pre-filling $PREFILL messages into each side"
+per=$(((PREFILL + 799) / 800))
+gen bench_pop notxn bench_pop push_text
+create_queue bench_pop
+gen base_fill base q_pop
+# shellcheck disable=SC2046
+(cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
+	-n -c 8 -j "$NCPU" -M simple -t "$per" -D n=1 $(files bench_pop) bench >/dev/null 2>&1)
+# shellcheck disable=SC2046
+(cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
+	-n -c 8 -j "$NCPU" -M simple -t "$per" $(files base_fill) bench >/dev/null 2>&1)
+Q -c "VACUUM ANALYZE" >/dev/null
+point popack_queen_c4 popq - 4 prepared -f queen_pop_ack.sql
+point popack_base_c4 popb - 4 prepared -f base_pop_ack.sql
+LEFT_Q=$(Q -c "SELECT min(p.last_offset - coalesce(c.committed, -1)) FROM queen.log_partitions p
+	JOIN queen.queues q ON q.id = p.queue_id LEFT JOIN queen.log_consumers c ON c.partition_id = p.id
+	WHERE q.name = 'bench_pop'")
+LEFT_B=$(Q -c "SELECT count(*) FROM bench.q_pop")
+
+# ---------------------------------------------------------------- table
+r() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+met() { awk -v v="$1" -v t="$2" -v op="$3" 'BEGIN { if (v == "n/a") print "n/a";
+	else if ((op == ">=" && v + 0 >= t) || (op == "<=" && v + 0 <= t)) print "met"; else print "MISSED" }'; }
+row() { printf '| %s | %s | %s %s | %s |\n' "$1" "$2" "$3" "$4" "$(met "$2" "$4" "$3")"; }
+CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD); $NCPU CPUs ($CPU),"
+echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg); PostgreSQL $(Q -c 'SHOW server_version'),"
+echo "fsync and synchronous_commit on, ${DUR}s per pgbench point; ~165-byte JSON events, 100 per call."
+echo
+echo "| point | msgs/s |"
+echo "|---|---:|"
+for p in text_c4 base_c4 engine_c4 text_c8 base_c8 engine_c8 text_notxn_c4 jsonb_c4 popack_queen_c4 popack_base_c4; do
+	echo "| $p | ${RATE[$p]} |"
+done
+echo
+echo "| ratio | value | target | |"
+echo "|---|---:|---|---|"
+for c in 4 8; do
+	row "push_text / bare INSERT, $c clients" "$(r "${RATE[text_c$c]}" "${RATE[base_c$c]}")" ">=" 2
+	row "push_text / engine floor, $c clients" "$(r "${RATE[text_c$c]}" "${RATE[engine_c$c]}")" ">=" 0.7
+done
+row "with ids / without, 4 clients" "$(r "${RATE[text_c4]}" "${RATE[text_notxn_c4]}")" ">=" 0.8
+echo "| push_text / push(jsonb), 4 clients | $(r "${RATE[text_c4]}" "${RATE[jsonb_c4]}") | (the path it replaces) | |"
+row "100k items / 10k items in one push ($T100 / $T10 ms)" "$(r "$T100" "$T10")" "<=" 12
+row "duplicate retry / original, 3,000 × 2 KB ($RETRY / $ORIG ms, $RETRY_DUPS duplicates)" "$(r "$RETRY" "$ORIG")" "<=" 2
+row "100 items, $HASHES-hash window / empty, warm ($WB / $WE ms)" "$(r "$WB" "$WE")" "<=" 1.5
+row "same, first push of a new connection ($NB / $NE ms)" "$(r "$NB" "$NE")" "<=" 1.5
+row "pop+ack / read+delete, 4 clients" "$(r "${RATE[popack_queen_c4]}" "${RATE[popack_base_c4]}")" ">=" 3
+echo
+echo "Backlog left after pop+ack: queen min per partition $LEFT_Q, baseline $LEFT_B rows (0 means it ran dry)."

@@ -1,0 +1,215 @@
+-- queen.push_text: the push request as text, read in one pass. The same
+-- answers and errors as queen.push for the same input; payloads stored as
+-- the JSON text sent; linear in items.
+CREATE EXTENSION queen_streams;
+
+-- SQLSTATE, message and detail of a failing statement, or 'ok'.
+CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	d text;
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+	RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
+END $$;
+
+-- An answer without its generated ids: per item its index, status, queue,
+-- transaction id, which item's message id it reports, which item first
+-- named its partition, its trace id, and its keys.
+CREATE FUNCTION pg_temp.norm(r jsonb) RETURNS text LANGUAGE sql AS $$
+	WITH e AS (SELECT x, n FROM jsonb_array_elements(r) WITH ORDINALITY AS a(x, n))
+	SELECT coalesce(string_agg(format('%s/%s/%s/%s/id%s/p%s/%s/%s',
+	         x->>'index', x->>'status', x->>'queueName',
+	         CASE WHEN x->>'transaction_id' = x->>'message_id' THEN '<id>' ELSE x->>'transaction_id' END,
+	         (SELECT min(e2.n) - 1 FROM e e2 WHERE e2.x->>'message_id' = e.x->>'message_id'),
+	         (SELECT min(e2.n) - 1 FROM e e2 WHERE e2.x->>'partition_id' = e.x->>'partition_id'),
+	         coalesce(x->>'trace_id', 'no trace'),
+	         (SELECT string_agg(k, ',' ORDER BY k) FROM jsonb_object_keys(x) k)), ' ' ORDER BY n), '[]')
+	  FROM e
+$$;
+
+-- Run queen.push(t::jsonb) and queen.push_text(t), each rolled back, and
+-- compare their answers (normalized) or errors.
+CREATE FUNCTION pg_temp.both(t text, tenant uuid DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	a text;
+	b text;
+	d text;
+BEGIN
+	BEGIN
+		a := pg_temp.norm(queen.push(t::jsonb, tenant));
+		RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = a;
+	EXCEPTION WHEN SQLSTATE 'QS999' THEN
+		a := SQLERRM;
+	WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+		a := SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
+	END;
+	BEGIN
+		b := pg_temp.norm(queen.push_text(t, tenant));
+		RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = b;
+	EXCEPTION WHEN SQLSTATE 'QS999' THEN
+		b := SQLERRM;
+	WHEN OTHERS THEN
+		GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+		b := SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
+	END;
+	IF a IS NOT DISTINCT FROM b THEN
+		RETURN 'same: ' || a;
+	END IF;
+	RETURN 'DIFFER: push ' || coalesce(a, 'NULL') || ' | push_text ' || coalesce(b, 'NULL');
+END $$;
+
+-- Answers: several queues and partitions, intra-request duplicates, traces,
+-- server-minted ids, empty transaction ids, absent payloads.
+SELECT pg_temp.both('{"items":[
+  {"queue":"billing.invoices.eu","payload":{"n":0},"transactionId":"a"},
+  {"queue":"billing.invoices.eu","partition":"p1","payload":1,"transactionId":"b"},
+  {"queue":"plain","payload":"x"},
+  {"queue":"billing.invoices.eu","payload":[3],"transactionId":"c"},
+  {"queue":"billing.invoices.eu","partition":"p1","transactionId":"d"},
+  {"queue":"plain","payload":{"e":true},"transactionId":""},
+  {"queue":"billing.invoices.eu","payload":2,"transactionId":"a"},
+  {"queue":"traced","payload":1,"transactionId":"t","traceId":"11111111-2222-4333-8444-555555555555"}]}');
+-- jsonb's rules: the last of repeated keys counts, escaped key names are
+-- their text, null is absent, data stands in for a null or absent payload,
+-- other keys (nested or not) are ignored, the last "items" is the request.
+SELECT pg_temp.both('{"items":[{"queue":"x","queue":"repeated"}]}');
+SELECT pg_temp.both('{"items":[{"qu\u0065ue":"escaped","partition":"p\u00e9"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"nulls","partition":null,"transactionId":null,"traceId":null,"payload":null,"data":{"d":1}}]}');
+SELECT pg_temp.both('{"items":[{"queue":"q","payload":1,"payload":null}]}');
+SELECT pg_temp.both('{"items":[{"queue":"q","transactionId":5,"transactionId":"five"}]}');
+SELECT pg_temp.both('{"other":{"items":[1]},"items":[{"queue":"q","extra":{"queue":1,"items":[{}]},"more":[[{"a":1}]]}],"tail":[null]}');
+SELECT pg_temp.both('{"items":[1],"items":[{"queue":"last-items"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"first"}],"items":[]}');
+SELECT pg_temp.both('{"items":[]}');
+SELECT pg_temp.both('{"items":[{"queue":"t2","transactionId":"a"}]}', '22222222-2222-2222-2222-222222222222');
+
+-- Errors: every validation of queen.push, with its SQLSTATE and message.
+SELECT pg_temp.try($$SELECT queen.push_text(NULL)$$);
+SELECT pg_temp.both('[]');
+SELECT pg_temp.both('"items"');
+SELECT pg_temp.both('5');
+SELECT pg_temp.both('{}');
+SELECT pg_temp.both('{"items":null}');
+SELECT pg_temp.both('{"items":{"queue":"a"}}');
+SELECT pg_temp.both('{"items":"a"}');
+SELECT pg_temp.both('{"items":[1]}');
+SELECT pg_temp.both('{"items":[null]}');
+SELECT pg_temp.both('{"items":[{"queue":"a"},[]]}');
+SELECT pg_temp.both('{"items":[{"payload":1}]}');
+SELECT pg_temp.both('{"items":[{"queue":null}]}');
+SELECT pg_temp.both('{"items":[{"queue":1}]}');
+SELECT pg_temp.both('{"items":[{"queue":["a"]}]}');
+SELECT pg_temp.both('{"items":[{"queue":{"a":1}}]}');
+SELECT pg_temp.both('{"items":[{"queue":""}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","partition":""}]}');
+SELECT pg_temp.both(format('{"items":[{"queue":"%s"}]}', repeat('q', 256)));
+SELECT pg_temp.both(format('{"items":[{"queue":"a","partition":"%s"}]}', repeat('p', 256)));
+SELECT pg_temp.both('{"items":[{"queue":"a"},{"queue":"a","partition":2}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","transactionId":true}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","traceId":7}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","traceId":"not-a-uuid"}]}');
+SELECT pg_temp.both(format('{"items":[{"queue":"a","transactionId":"%s"}]}', repeat('t', 65536)));
+-- the first bad item is the one reported; a later "items" replaces it
+SELECT pg_temp.both('{"items":[{"queue":"ok"},{"queue":""},{"queue":1}]}');
+SELECT pg_temp.both('{"items":[{"queue":""}],"items":[{"queue":"fine"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"fine"}],"items":7}');
+-- Text jsonb input refuses is refused with the same error, before any
+-- field error: syntax, \u0000, lone surrogates, numbers past numeric.
+SELECT pg_temp.both('{"items": [');
+SELECT pg_temp.both('{"items":[{"queue":""}, ');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":"\u0000"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":{"s":"\ud800"}}]}');
+SELECT pg_temp.both('{"items":[{"queue":"","payload":[1e1000000]}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e-100000}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":1E+999}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a"}]} x');
+SELECT pg_temp.both('{"items":[{"queue":"a",}]}');
+SELECT pg_temp.both('');
+
+-- A duplicate of a committed push answers the original's id, as push does.
+CREATE TEMP TABLE orig AS
+SELECT queen.push_text('{"items":[{"queue":"dup","payload":1,"transactionId":"o1"},
+                                  {"queue":"dup","payload":2,"transactionId":"o2"}]}') AS r;
+CREATE TEMP TABLE again AS
+SELECT queen.push_text('{"items":[{"queue":"dup","payload":9,"transactionId":"o2"},
+                                  {"queue":"dup","payload":3,"transactionId":"o3"},
+                                  {"queue":"dup","payload":9,"transactionId":"o1"}]}') AS r;
+SELECT x->>'transaction_id' AS txn, x->>'status' AS status,
+       x->>'message_id' = (SELECT o->>'message_id' FROM orig, jsonb_array_elements(orig.r) o
+                            WHERE o->>'transaction_id' = x->>'transaction_id') AS original_id
+  FROM again, jsonb_array_elements(again.r) x;
+SELECT pg_temp.both('{"items":[{"queue":"dup","transactionId":"o1"},{"queue":"dup","transactionId":"new"}]}');
+
+-- Payloads are stored as the JSON text sent (queen.push stores jsonb's
+-- rendering), the producer subject on every frame; both pop as the same JSON.
+SELECT x->>'status' AS status FROM jsonb_array_elements(queen.push_text(
+  '{"items":[{"queue":"raw","payload": { "b" : 1,  "a":[1 , 2.50] } ,"transactionId":"r1"},
+             {"queue":"raw","data":"h\u00e9 \"q\"","transactionId":"r2"},
+             {"queue":"raw","payload":-0.0e0,"transactionId":"r3"},
+             {"queue":"raw","transactionId":"r4"}]}', NULL, 'alice')) x;
+SELECT x->>'status' AS status FROM jsonb_array_elements(queen.push(
+  '{"items":[{"queue":"raw","payload": { "b" : 1,  "a":[1 , 2.50] } ,"transactionId":"j1"}]}')) x;
+SELECT f.transaction_id, f.payload, f.producer_sub
+  FROM queen.log_segments s
+  JOIN queen.log_partitions p ON p.id = s.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id,
+       queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
+ WHERE q.name = 'raw' ORDER BY s.base_offset, f.idx;
+SELECT m->>'transactionId' AS txn, m->'data' AS data
+  FROM jsonb_array_elements(queen.pop('raw', batch => 10)->'messages') m;
+
+-- 100,000 items in one call, two partitions, a quarter of them repeating a
+-- client id: one segment per partition, every payload as sent.
+CREATE TEMP TABLE big_text AS
+SELECT '{"items":[' || string_agg(
+         CASE WHEN i % 2 = 0
+              THEN format('{"queue":"bigt","partition":"even","payload":{"i": %s}}', i)
+              ELSE format('{"queue":"bigt","transactionId":"t%s","payload":[%s, "x"]}', i % 75000, i) END,
+         ',' ORDER BY i) || ']}' AS t
+  FROM generate_series(1, 100000) i;
+CREATE TEMP TABLE big_res AS SELECT queen.push_text(t) AS r FROM big_text;
+SELECT e->>'status' AS status, count(*) FROM big_res, jsonb_array_elements(r) e GROUP BY 1 ORDER BY 1;
+SELECT p.name, s.end_offset - s.base_offset + 1 AS frames,
+       (SELECT count(*) FILTER (WHERE f.payload = CASE WHEN p.name = 'even' THEN format('{"i": %s}', 2 * f.idx + 2)
+                                                        ELSE format('[%s, "x"]', 2 * f.idx + 1) END)
+          FROM queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f) AS payloads_as_sent
+  FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'bigt' ORDER BY 1;
+
+-- A fully duplicate retry (a client that lost the answer): 3,000 items with
+-- 2 KB payloads sent again, through push_text and through push: every item
+-- a duplicate naming its original id, nothing stored twice.
+CREATE TEMP TABLE retry_body AS
+SELECT '{"items":[' || string_agg(format('{"queue":"retryq","partition":"p%s","transactionId":"rt%s","payload":{"i":%s,"pad":"%s"}}',
+         i % 3, i, i, repeat('x', 2000)), ',') || ']}' AS t
+  FROM generate_series(1, 3000) i;
+CREATE TEMP TABLE retry_orig AS SELECT queen.push_text(t) AS r FROM retry_body;
+CREATE TEMP TABLE retry_again AS SELECT queen.push_text(t) AS r1, queen.push(t::jsonb) AS r2 FROM retry_body;
+WITH o AS (SELECT n, x FROM retry_orig, jsonb_array_elements(r) WITH ORDINALITY e(x, n)),
+     t AS (SELECT n, x FROM retry_again, jsonb_array_elements(r1) WITH ORDINALITY e(x, n)),
+     j AS (SELECT n, x FROM retry_again, jsonb_array_elements(r2) WITH ORDINALITY e(x, n))
+SELECT count(*) FILTER (WHERE o.x->>'status' = 'queued') AS original_queued,
+       count(*) FILTER (WHERE t.x->>'status' = 'duplicate' AND t.x->>'message_id' = o.x->>'message_id') AS text_retry_original_ids,
+       count(*) FILTER (WHERE j.x->>'status' = 'duplicate' AND j.x->>'message_id' = o.x->>'message_id') AS jsonb_retry_original_ids
+  FROM o JOIN t USING (n) JOIN j USING (n);
+SELECT sum(s.end_offset - s.base_offset + 1) AS frames_stored
+  FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'retryq';
+
+-- A huge push_text is cancelled by statement_timeout while it parses:
+-- 57014, and nothing of it is written.
+CREATE TEMP TABLE cut_text AS
+SELECT '{"items":[' || string_agg(format('{"queue":"cutt","transactionId":"c%s","payload":"%s"}', i, repeat('x', 200)), ',') || ']}' AS t
+  FROM generate_series(1, 200000) i;
+\set VERBOSITY sqlstate
+SET statement_timeout = '100ms';
+SELECT queen.push_text(t) IS NOT NULL FROM cut_text;
+RESET statement_timeout;
+\set VERBOSITY default
+SELECT count(*) AS cut_queues FROM queen.queues WHERE name = 'cutt';
+
+DROP EXTENSION queen_streams CASCADE;

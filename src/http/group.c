@@ -1,0 +1,318 @@
+/*
+ * group.c: group commit across HTTP requests.
+ *
+ * A writing request whose body completes inside a pass of libmicrohttpd
+ * (daemon.c) is parsed there, then queued here with its connection
+ * suspended. After the pass the worker runs what is queued, up to
+ * group_commit_max_requests, in ONE transaction, each request in its own
+ * subtransaction with its own snapshot, statement timeout and activity
+ * line. A request that raises rolls back only its subtransaction and gets
+ * its own answer. Then one ordinary COMMIT: with synchronous_commit (local
+ * flush, synchronous standbys) the commit is durable before any other
+ * session sees it, and only then are the answers queued and the
+ * connections resumed. One WAL flush so serves the whole group.
+ *
+ * Locks. A group holds the locks of all its requests until its commit, so
+ * two workers' groups could deadlock where single requests never meet (one
+ * holds partition a and wants b, the other the reverse). The first request
+ * of a group waits for locks as a lone request does; the others wait at
+ * most QS_GROUP_LOCK_WAIT_MS, then give way: their subtransaction rolls
+ * back and they run first in the next group. A cycle never waits on them.
+ *
+ * If the shared commit fails, nothing of the group is stored: every
+ * request that had succeeded is answered 500 (safe to retry); those that
+ * had failed keep their own answer.
+ */
+#include "http/http_int.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+
+/* The wait, in ms, of a request that is not first in its group, for a lock. */
+#define QS_GROUP_LOCK_WAIT_MS 1
+
+/* Requests waiting for the next group, oldest first. */
+static dlist_head queue = DLIST_STATIC_INIT(queue);
+static int	nqueued = 0;
+
+/*
+ * Routes that may write join groups: those a standby refuses (pop takes
+ * leases). Reads and the listener's own routes run alone.
+ */
+bool
+qs_group_wants(QsReq *req)
+{
+	/* the routes that write are those a standby refuses (routes.c) */
+	return qs_http_group_max_requests > 1 && qs_route_def(req->route)->needs_xact &&
+		qs_route_needs_primary(req->route);
+}
+
+void
+qs_group_add(QsReq *req)
+{
+	req->grouped = true;
+	req->queued_at = GetCurrentTimestamp();
+	dlist_push_tail(&queue, &req->group_node);
+	nqueued++;
+}
+
+/* Its connection is gone (completed_cb): not queued any more. */
+void
+qs_group_forget(QsReq *req)
+{
+	if (!req->grouped)
+		return;
+	dlist_delete(&req->group_node);
+	nqueued--;
+	req->grouped = false;
+}
+
+static TimestampTz
+oldest_queued(void)
+{
+	return dlist_container(QsReq, group_node, dlist_head_node(&queue))->queued_at;
+}
+
+/* A group should run now: full, or waited for long enough. */
+bool
+qs_group_due(void)
+{
+	if (nqueued == 0)
+		return false;
+	if (nqueued >= qs_http_group_max_requests || qs_http_group_max_wait_ms <= 0)
+		return true;
+	return GetCurrentTimestamp() >=
+		TimestampTzPlusMilliseconds(oldest_queued(), qs_http_group_max_wait_ms);
+}
+
+/* Milliseconds until the queued requests must run, -1 when none are. */
+long
+qs_group_timeout(void)
+{
+	if (nqueued == 0)
+		return -1;
+	if (qs_group_due())
+		return 0;
+	return Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												  TimestampTzPlusMilliseconds(oldest_queued(),
+																			  qs_http_group_max_wait_ms)));
+}
+
+/*
+ * Run one request of the group in a subtransaction. Its errors become its
+ * answer (or, for a lock it gave way on, a deferral); an error that leaves
+ * the subtransaction behind is raised, and fails the group.
+ */
+static void
+run_member(QsReq *req, bool first)
+{
+	const QsRouteDef *def = qs_route_def(req->route);
+	MemoryContext cxt = req->ctx;
+	ResourceOwner owner = CurrentResourceOwner;
+	int			saved_lock_timeout = LockTimeout;
+	volatile bool limited = false;
+	int			level;
+
+	BeginInternalSubTransaction(NULL);
+	level = GetCurrentTransactionNestLevel();
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		QueryCancelPending = false;
+		if (!first && (LockTimeout == 0 || LockTimeout > QS_GROUP_LOCK_WAIT_MS))
+		{
+			LockTimeout = QS_GROUP_LOCK_WAIT_MS;
+			limited = true;
+		}
+		if (qs_http_statement_timeout_ms > 0)
+			enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, psprintf("%s %s (group commit)", req->method,
+													   qs_routes[req->route].pattern));
+		MemoryContextSwitchTo(cxt);
+
+		if (def->needs_extension && !qs_extension_installed())
+			qs_http_extension_missing(req);
+		else
+			def->run(req);
+
+		PopActiveSnapshot();
+		if (qs_http_statement_timeout_ms > 0)
+			disable_timeout(STATEMENT_TIMEOUT, false);
+		LockTimeout = saved_lock_timeout;
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		LockTimeout = saved_lock_timeout;
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (qs_http_statement_timeout_ms > 0)
+			disable_timeout(STATEMENT_TIMEOUT, false);
+		/* this request's subtransaction, and any it left open inside */
+		while (GetCurrentTransactionNestLevel() >= level)
+			RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		RESUME_INTERRUPTS();
+
+		req->parked = false;
+		if (limited && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			/* gave way: it runs first in the next group */
+			req->deferred = true;
+			req->resp = NULL;
+			req->resp_len = 0;
+			req->status = 500;
+		}
+		else
+			qs_http_fail(req, def->failed, edata);
+	}
+	PG_END_TRY();
+}
+
+/* After the commit: bookkeeping, then the answer (or the parking). */
+static void
+finish_member(QsReq *req)
+{
+	const QsRouteDef *def = qs_route_def(req->route);
+	MemoryContext cxt = req->ctx;
+
+	if (def->after && req->status < 300 && req->resp != NULL)
+	{
+		/* committed: bookkeeping must not turn the answer into a 500 */
+		PG_TRY();
+		{
+			def->after(req);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			FlushErrorState();
+		}
+		PG_END_TRY();
+	}
+	qs_role_after(req);
+	if (req->parked)
+		qs_park(req);			/* still suspended: a wake-up answers it */
+	else
+		qs_http_send_suspended(req);
+}
+
+/* After the commit (or its failure): requeue the deferred, answer the others. */
+static void
+answer_group(QsReq **members, int n, bool committed)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	int			ran = 0;
+	int			deferred = 0;
+
+	/* deferred requests go back to the head of the queue, in their order */
+	for (int i = n - 1; i >= 0; i--)
+	{
+		if (!members[i]->deferred)
+			continue;
+		dlist_push_head(&queue, &members[i]->group_node);
+		nqueued++;
+		deferred++;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		QsReq	   *req = members[i];
+
+		if (req->deferred)
+			continue;
+		req->grouped = false;
+		ran++;
+		finish_member(req);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	pgstat_report_activity(STATE_IDLE, NULL);
+	if (committed && ran > 0)
+	{
+		pg_atomic_fetch_add_u64(&qs_http_shared->group_commits, 1);
+		pg_atomic_fetch_add_u64(&qs_http_shared->group_requests, ran);
+	}
+	if (deferred > 0)
+		pg_atomic_fetch_add_u64(&qs_http_shared->group_deferrals, deferred);
+}
+
+/* Run the queued requests (up to group_commit_max_requests) as one group. */
+void
+qs_group_run(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	int			n = 0;
+	QsReq	  **members;
+	volatile bool committed = false;
+
+	if (nqueued == 0)
+		return;
+	members = MemoryContextAlloc(TopMemoryContext,
+								 sizeof(QsReq *) * Min(nqueued, qs_http_group_max_requests));
+	while (nqueued > 0 && n < qs_http_group_max_requests)
+	{
+		QsReq	   *req = dlist_container(QsReq, group_node, dlist_pop_head_node(&queue));
+
+		nqueued--;
+		req->deferred = false;
+		members[n++] = req;
+	}
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		for (int i = 0; i < n; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			run_member(members[i], i == 0);
+		}
+		/* a subtransaction left open would make the COMMIT below commit nothing */
+		if (GetCurrentTransactionNestLevel() != 1)
+			elog(ERROR, "group commit: a request left a subtransaction open");
+		pgstat_report_activity(STATE_RUNNING, "group commit");
+		CommitTransactionCommand();
+		committed = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		RESUME_INTERRUPTS();
+		/* nothing of the group is stored: those that had succeeded fail too */
+		for (int i = 0; i < n; i++)
+		{
+			QsReq	   *req = members[i];
+
+			if (req->deferred || req->resp == NULL || req->status < 300)
+			{
+				req->deferred = false;
+				qs_http_fail(req, qs_route_def(req->route)->failed, edata);
+			}
+		}
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+
+	answer_group(members, n, committed);
+	pfree(members);
+}

@@ -1,0 +1,621 @@
+/*
+ * push_text.c: queen.push_text, the push request read as text in one pass
+ * (the listener's push route calls it on the raw body).
+ *
+ * PostgreSQL's JSON parser walks the text once. Each item is checked,
+ * grouped and its frame written into its segment buffer (push.c) as soon
+ * as its object closes; a payload is copied as the JSON text it is, never
+ * turned into jsonb. The parser validates the whole text as jsonb input
+ * does (the same lexer with escapes on, numbers checked as numeric), so a
+ * text queen.push(text::jsonb) would refuse is refused with the same error,
+ * and the answer is queen.push's, item for item.
+ *
+ * queen.push validates a request only once it is parsed, keeping the last
+ * of repeated keys (jsonb's rule). Here too: an item's fields are kept
+ * until its object closes, and a field error is held back until the whole
+ * text has parsed, so a syntax error anywhere is still reported first.
+ */
+#include "storage/storage.h"
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/jsonfuncs.h"
+#include "utils/numeric.h"
+
+/* The fields of an item push reads; the rest are parsed and ignored. */
+enum
+{
+	F_QUEUE,
+	F_PARTITION,
+	F_TXN,
+	F_TRACE,
+	F_PAYLOAD,
+	F_DATA,
+	F_COUNT
+};
+
+static const char *const field_names[F_COUNT] = {
+	"queue", "partition", "transactionId", "traceId", "payload", "data"
+};
+
+typedef struct Field
+{
+	bool		present;		/* present and not null */
+	JsonTokenType tok;			/* the value's first token */
+	char	   *str;			/* a string value, unescaped */
+	const char *start;			/* the value's text */
+	const char *end;
+} Field;
+
+/* An error held back until the text has parsed. */
+typedef struct Held
+{
+	bool		set;
+	int			code;
+	char	   *msg;
+	char	   *detail;
+} Held;
+
+typedef enum
+{
+	TOP_UNSEEN,
+	TOP_OBJECT,
+	TOP_OTHER
+} TopKind;
+
+typedef enum
+{
+	ITEMS_ABSENT,
+	ITEMS_NULL,
+	ITEMS_ARRAY,
+	ITEMS_OTHER
+} ItemsKind;
+
+typedef struct PtState
+{
+	JsonLexContext *lex;
+	JsonSemAction *sem;			/* the live actions, switched while skipping */
+	JsonSemAction full;
+	int			depth;			/* containers open */
+	bool		skipping;		/* inside a value nobody reads */
+	TopKind		top;
+	bool		field_items;	/* the top-level field being parsed is "items" */
+	ItemsKind	items_kind;
+	bool		in_items;
+	/* items of the last "items" array */
+	QsPushItem *items;
+	int			nitems;
+	int			cap;
+	QsPushBatch *batch;
+	Held		item_err;		/* the first item error, in item order */
+	/* the item being read */
+	bool		in_item;
+	int			field;			/* F_*, or -1 */
+	Field		f[F_COUNT];
+	const char *psub;
+	int			psub_len;
+} PtState;
+
+static void
+hold(Held *h, int code, char *msg, char *detail)
+{
+	if (h->set)
+		return;
+	h->set = true;
+	h->code = code;
+	h->msg = msg;
+	h->detail = detail;
+}
+
+static void
+raise_held(Held *h)
+{
+	if (h->detail)
+		ereport(ERROR, (errcode(h->code), errmsg("%s", h->msg), errdetail("%s", h->detail)));
+	ereport(ERROR, (errcode(h->code), errmsg("%s", h->msg)));
+}
+
+/* Skip a value: no callbacks below it but the number check. */
+static void pt_skip_scalar(void *state, char *token, JsonTokenType type);
+
+static void
+skip_value(PtState *st)
+{
+	JsonTokenType tok = st->lex->token_type;
+
+	if (tok != JSON_TOKEN_OBJECT_START && tok != JSON_TOKEN_ARRAY_START)
+		return;
+	memset(st->sem, 0, sizeof(JsonSemAction));
+	st->sem->semstate = st;
+	st->sem->scalar = pt_skip_scalar;
+	st->skipping = true;
+}
+
+static void
+unskip(PtState *st)
+{
+	if (st->skipping)
+	{
+		*st->sem = st->full;
+		st->skipping = false;
+	}
+}
+
+/*
+ * jsonb input turns every number into numeric, which refuses some that
+ * JSON's grammar allows (exponents past numeric's range): refuse them here
+ * too, with numeric's error. Only an exponent or a thousand digits can.
+ */
+static void
+check_number(const char *token)
+{
+	if (strpbrk(token, "eE") != NULL || strlen(token) >= 1000)
+		(void) DirectFunctionCall3(numeric_in, CStringGetDatum(token),
+								   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+}
+
+static void
+pt_skip_scalar(void *state, char *token, JsonTokenType type)
+{
+	if (type == JSON_TOKEN_NUMBER)
+		check_number(token);
+	if (token)
+		pfree(token);
+}
+
+/* Start over on each "items" key: the last one is the request's. */
+static void
+reset_items(PtState *st)
+{
+	st->nitems = 0;
+	st->batch = qs_push_begin(true);
+	memset(&st->item_err, 0, sizeof(Held));
+}
+
+static char *
+item_what(int i)
+{
+	return psprintf("item %d", i);
+}
+
+/* A string field of an item, as qs_json_string reads it. */
+static bool
+item_string(PtState *st, int i, int f, bool required, char **out)
+{
+	Field	   *fd = &st->f[f];
+
+	*out = NULL;
+	if (!fd->present)
+	{
+		if (required)
+			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
+				 psprintf("%s: \"%s\" is required", item_what(i), field_names[f]), NULL);
+		return !required;
+	}
+	if (fd->tok != JSON_TOKEN_STRING)
+	{
+		hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
+			 psprintf("%s: \"%s\" must be a string", item_what(i), field_names[f]), NULL);
+		return false;
+	}
+	*out = fd->str;
+	return true;
+}
+
+/* qs_check_name's rule, its error held back to be raised in queen.push's order. */
+static bool
+item_name_ok(PtState *st, int i, int f, const char *name)
+{
+	const char *why = qs_name_problem(name);
+
+	if (why == NULL)
+		return true;
+	hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
+		 psprintf("%s: \"%s\" %s", item_what(i), field_names[f], why),
+		 strcmp(why, "is too long") == 0 ? psprintf("Names are at most %d bytes.", QS_NAME_MAX) : NULL);
+	return false;
+}
+
+/* An item's object closed: check it in queen.push's order, then add it. */
+static void
+finish_item(PtState *st)
+{
+	int			i = st->nitems;
+	QsPushItem *it;
+	char	   *queue;
+	char	   *partition;
+	char	   *txn;
+	char	   *trace;
+	Field	   *pf;
+
+	if (!item_string(st, i, F_QUEUE, true, &queue) ||
+		!item_string(st, i, F_PARTITION, false, &partition))
+		return;
+	if (partition == NULL)
+		partition = "Default";
+	if (!item_name_ok(st, i, F_QUEUE, queue) || !item_name_ok(st, i, F_PARTITION, partition))
+		return;
+	if (!item_string(st, i, F_TXN, false, &txn) ||
+		!item_string(st, i, F_TRACE, false, &trace))
+		return;
+
+	if (st->nitems == st->cap)
+	{
+		st->cap *= 2;
+		st->items = repalloc_huge(st->items, sizeof(QsPushItem) * st->cap);
+	}
+	it = &st->items[i];
+	memset(it, 0, sizeof(QsPushItem));
+	it->queue = queue;
+	it->partition = partition;
+	qs_uuid7(&it->id);
+	if (txn != NULL && txn[0] != '\0')
+	{
+		it->txn = txn;
+		it->txn_given = true;
+	}
+	else
+	{
+		char	   *s = palloc(QS_UUID_STRLEN + 1);
+
+		qs_uuid_format(&it->id, s);
+		it->txn = s;
+	}
+	it->txn_len = strlen(it->txn);
+	if (trace != NULL)
+	{
+		if (!qs_uuid_parse(trace, strlen(trace), &it->trace))
+		{
+			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
+				 psprintf("%s: \"traceId\" must be a UUID", item_what(i)),
+				 psprintf("Got \"%s\".", trace));
+			return;
+		}
+		it->has_trace = true;
+	}
+	pf = st->f[F_PAYLOAD].present ? &st->f[F_PAYLOAD] :
+		st->f[F_DATA].present ? &st->f[F_DATA] : NULL;
+	if (pf)
+	{
+		it->payload = pf->start;
+		it->payload_len = pf->end - pf->start;
+	}
+	else
+		it->payload = "";
+	if (st->psub)
+	{
+		it->psub = st->psub;
+		it->psub_len = st->psub_len;
+	}
+	st->nitems++;
+	qs_push_add(st->batch, st->items, i);
+}
+
+static void
+pt_object_start(void *state)
+{
+	PtState    *st = state;
+
+	if (st->depth == 0)
+		st->top = TOP_OBJECT;
+	else if (st->depth == 2 && st->in_items)
+	{
+		st->in_item = true;
+		st->field = -1;
+		memset(st->f, 0, sizeof(st->f));
+	}
+	st->depth++;
+}
+
+static void
+pt_object_end(void *state)
+{
+	PtState    *st = state;
+
+	st->depth--;
+	if (st->depth == 2 && st->in_item)
+	{
+		st->in_item = false;
+		CHECK_FOR_INTERRUPTS();
+		/* after the first bad item nothing is added: the request fails */
+		if (!st->item_err.set)
+			finish_item(st);
+	}
+}
+
+static void
+pt_array_start(void *state)
+{
+	PtState    *st = state;
+
+	if (st->depth == 0)
+	{
+		st->top = TOP_OTHER;
+		skip_value(st);			/* never undone: nothing in it is read */
+		return;
+	}
+	if (st->depth == 1 && st->field_items)
+	{
+		st->items_kind = ITEMS_ARRAY;
+		st->in_items = true;
+	}
+	st->depth++;
+}
+
+static void
+pt_array_end(void *state)
+{
+	PtState    *st = state;
+
+	st->depth--;
+	if (st->depth == 1 && st->in_items)
+		st->in_items = false;
+}
+
+static void
+pt_field_start(void *state, char *fname, bool isnull)
+{
+	PtState    *st = state;
+	JsonTokenType tok = st->lex->token_type;
+
+	if (st->depth == 1)
+	{
+		st->field_items = strcmp(fname, "items") == 0;
+		if (st->field_items)
+		{
+			reset_items(st);
+			st->items_kind = isnull ? ITEMS_NULL :
+				tok == JSON_TOKEN_ARRAY_START ? ITEMS_ARRAY : ITEMS_OTHER;
+			if (st->items_kind == ITEMS_OTHER)
+				skip_value(st);
+		}
+		else
+			skip_value(st);
+		return;
+	}
+	if (st->depth == 3 && st->in_item)
+	{
+		st->field = -1;
+		for (int f = 0; f < F_COUNT; f++)
+			if (strcmp(fname, field_names[f]) == 0)
+			{
+				Field	   *fd = &st->f[f];
+
+				st->field = f;
+				fd->present = !isnull;
+				fd->tok = tok;
+				fd->str = NULL;
+				fd->start = st->lex->token_start;
+				break;
+			}
+		skip_value(st);
+	}
+}
+
+static void
+pt_field_end(void *state, char *fname, bool isnull)
+{
+	PtState    *st = state;
+
+	unskip(st);
+	if (st->depth == 1)
+		st->field_items = false;
+	else if (st->depth == 3 && st->in_item && st->field >= 0)
+	{
+		st->f[st->field].end = st->lex->prev_token_terminator;
+		st->field = -1;
+	}
+	pfree(fname);
+}
+
+static void
+pt_elem_start(void *state, bool isnull)
+{
+	PtState    *st = state;
+
+	if (st->depth == 2 && st->in_items && st->lex->token_type != JSON_TOKEN_OBJECT_START)
+	{
+		if (!st->item_err.set)
+			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
+				 psprintf("%s must be a JSON object", item_what(st->nitems)), NULL);
+		skip_value(st);
+	}
+}
+
+static void
+pt_elem_end(void *state, bool isnull)
+{
+	unskip((PtState *) state);
+}
+
+static void
+pt_scalar(void *state, char *token, JsonTokenType type)
+{
+	PtState    *st = state;
+
+	if (type == JSON_TOKEN_NUMBER)
+		check_number(token);
+	if (st->depth == 0)
+		st->top = TOP_OTHER;
+	else if (st->depth == 3 && st->in_item && st->field >= 0 && type == JSON_TOKEN_STRING)
+	{
+		st->f[st->field].str = token;
+		return;
+	}
+	if (token)
+		pfree(token);
+}
+
+/*
+ * One result per item, as queen.push answers, built as a jsonb value
+ * directly: each object's keys are already in jsonb's order (shorter
+ * first), so nothing is sorted or parsed.
+ */
+static void
+str_value(JsonbValue *v, const char *s, int len)
+{
+	if (s == NULL)
+	{
+		v->type = jbvNull;
+		return;
+	}
+	v->type = jbvString;
+	v->val.string.val = (char *) s;
+	v->val.string.len = len;
+}
+
+static Jsonb *
+answer(QsPushItem *items, int n)
+{
+	static const char *const keys[7] = {
+		"index", "status", "trace_id", "queueName", "message_id", "partition_id", "transaction_id"
+	};
+	JsonbValue	arr;
+	JsonbValue *elems = palloc(sizeof(JsonbValue) * Max(n, 1));
+	JsonbPair  *pairs = palloc(sizeof(JsonbPair) * 7 * Max(n, 1));
+	char	   *ids = palloc((Size) (QS_UUID_STRLEN + 1) * 3 * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		QsPushItem *it = &items[i];
+		JsonbPair  *p = &pairs[7 * i];
+		char	   *id = ids + (Size) (QS_UUID_STRLEN + 1) * 3 * i;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int k = 0; k < 7; k++)
+		{
+			str_value(&p[k].key, keys[k], strlen(keys[k]));
+			p[k].order = k;
+		}
+		p[0].value.type = jbvNumeric;
+		p[0].value.val.numeric = int64_to_numeric(i);
+		if (it->status == QS_PUSH_QUEUED)
+			str_value(&p[1].value, "queued", 6);
+		else
+			str_value(&p[1].value, "duplicate", 9);
+		if (it->has_trace)
+		{
+			qs_uuid_format(&it->trace, id + 2 * (QS_UUID_STRLEN + 1));
+			str_value(&p[2].value, id + 2 * (QS_UUID_STRLEN + 1), QS_UUID_STRLEN);
+		}
+		else
+			str_value(&p[2].value, NULL, 0);
+		str_value(&p[3].value, it->queue, strlen(it->queue));
+		qs_uuid_format(&it->result_id, id);
+		str_value(&p[4].value, id, QS_UUID_STRLEN);
+		qs_uuid_format(&it->pid, id + QS_UUID_STRLEN + 1);
+		str_value(&p[5].value, id + QS_UUID_STRLEN + 1, QS_UUID_STRLEN);
+		str_value(&p[6].value, it->txn, it->txn_len);
+		elems[i].type = jbvObject;
+		elems[i].val.object.nPairs = 7;
+		elems[i].val.object.pairs = p;
+	}
+	arr.type = jbvArray;
+	arr.val.array.nElems = n;
+	arr.val.array.elems = elems;
+	arr.val.array.rawScalar = false;
+	return JsonbValueToJsonb(&arr);
+}
+
+/*
+ * Set while the text is parsed: an error then is the text's (bad JSON).
+ * The listener clears it before each call, so an error raised before
+ * push_text runs is never taken for the text's.
+ */
+static bool in_parse = false;
+
+bool
+qs_push_text_parse_failed(void)
+{
+	return in_parse;
+}
+
+void
+qs_push_text_parse_clear(void)
+{
+	in_parse = false;
+}
+
+/* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */
+PG_FUNCTION_INFO_V1(qs_push_text);
+Datum
+qs_push_text(PG_FUNCTION_ARGS)
+{
+	text	   *req;
+	char	   *json;
+	int			len;
+	pg_uuid_t	tenant;
+	PtState		st;
+	JsonSemAction sem;
+	JsonParseErrorType rc;
+	int			ng;
+
+	in_parse = false;
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("items array is required")));
+	req = PG_GETARG_TEXT_PP(0);
+	json = VARDATA_ANY(req);
+	len = VARSIZE_ANY_EXHDR(req);
+	qs_tenant_arg(fcinfo, 1, &tenant);
+
+	memset(&st, 0, sizeof(st));
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+	{
+		st.psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
+		st.psub_len = strlen(st.psub);
+	}
+	st.cap = 64;
+	st.items = palloc(sizeof(QsPushItem) * st.cap);
+	st.field = -1;
+	reset_items(&st);
+
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &st;
+	sem.object_start = pt_object_start;
+	sem.object_end = pt_object_end;
+	sem.array_start = pt_array_start;
+	sem.array_end = pt_array_end;
+	sem.object_field_start = pt_field_start;
+	sem.object_field_end = pt_field_end;
+	sem.array_element_start = pt_elem_start;
+	sem.array_element_end = pt_elem_end;
+	sem.scalar = pt_scalar;
+	st.full = sem;
+	st.sem = &sem;
+
+	in_parse = true;
+	/* a C caller's text is not checked yet: NUL and bad bytes as text input refuses them */
+	(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
+	st.lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
+	rc = pg_parse_json(st.lex, &sem);
+	if (rc != JSON_SUCCESS)
+		json_ereport_error(rc, st.lex);
+	in_parse = false;
+
+	/* the checks of queen.push, in its order */
+	if (st.top != TOP_OBJECT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("push request must be a JSON object")));
+	if (st.items_kind == ITEMS_OTHER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("push request: \"items\" must be an array")));
+	if (st.items_kind != ITEMS_ARRAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("items array is required")));
+	if (st.item_err.set)
+		raise_held(&st.item_err);
+
+	qs_spi_connect();
+	/* the groups live in SPI memory: the answer reads only the items */
+	(void) qs_push_finish(st.batch, &tenant, st.items, st.nitems, &ng);
+	qs_spi_finish();
+	PG_RETURN_JSONB_P(answer(st.items, st.nitems));
+}

@@ -1,0 +1,192 @@
+/*
+ * pool.c: the pool of stream workers (queen_streams.stream_workers of them,
+ * separate from the HTTP workers): their registration, the shared memory
+ * that holds their latches and the server-wide stream counters /metrics
+ * shows, and the wake-up a committed push sends them.
+ */
+#include "streams/streams.h"
+
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+
+#define QS_MAX_STREAM_WORKERS 64
+
+typedef struct StreamSlot
+{
+	Latch	   *latch;
+	int			pid;
+	TimestampTz started_at;
+	pg_atomic_uint64 cycles;
+} StreamSlot;
+
+typedef struct StreamShared
+{
+	pg_atomic_uint32 active;	/* some worker has a declared stream to run */
+	pg_atomic_uint64 counters[QS_SC_COUNT];
+	StreamSlot	slots[QS_MAX_STREAM_WORKERS];
+} StreamShared;
+
+static StreamShared *shared = NULL;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+streams_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(StreamShared)));
+}
+
+static void
+streams_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("queen_streams streams", sizeof(StreamShared), &found);
+	if (!found)
+	{
+		memset(shared, 0, sizeof(StreamShared));
+		pg_atomic_init_u32(&shared->active, 0);
+		for (int i = 0; i < QS_SC_COUNT; i++)
+			pg_atomic_init_u64(&shared->counters[i], 0);
+		for (int i = 0; i < QS_MAX_STREAM_WORKERS; i++)
+			pg_atomic_init_u64(&shared->slots[i].cycles, 0);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+qs_streams_init(void)
+{
+	BackgroundWorker worker;
+
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
+		return;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = streams_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = streams_shmem_startup;
+
+	for (int i = 0; i < qs_stream_workers; i++)
+	{
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = 1;
+		strlcpy(worker.bgw_library_name, "queen_streams", BGW_MAXLEN);
+		strlcpy(worker.bgw_function_name, "qs_stream_worker_main", BGW_MAXLEN);
+		snprintf(worker.bgw_name, BGW_MAXLEN, "queen_streams stream worker %d", i);
+		strlcpy(worker.bgw_type, "queen_streams stream", BGW_MAXLEN);
+		worker.bgw_main_arg = Int32GetDatum(i);
+		RegisterBackgroundWorker(&worker);
+	}
+}
+
+static void
+worker_detach(int code, Datum arg)
+{
+	StreamSlot *slot = &shared->slots[DatumGetInt32(arg)];
+
+	slot->latch = NULL;
+	slot->pid = 0;
+}
+
+void
+qs_stream_worker_started(int index)
+{
+	StreamSlot *slot = &shared->slots[index];
+
+	slot->started_at = GetCurrentTimestamp();
+	slot->pid = MyProcPid;
+	slot->latch = MyLatch;
+	before_shmem_exit(worker_detach, Int32GetDatum(index));
+}
+
+void
+qs_stream_worker_cycled(int index)
+{
+	pg_atomic_fetch_add_u64(&shared->slots[index].cycles, 1);
+}
+
+/* Called at the commit of a push (and by the declarations): look for work now. */
+void
+qs_streams_wake(void)
+{
+	if (shared == NULL || pg_atomic_read_u32(&shared->active) == 0)
+		return;
+	for (int i = 0; i < qs_stream_workers && i < QS_MAX_STREAM_WORKERS; i++)
+	{
+		Latch	   *l = shared->slots[i].latch;
+
+		if (l)
+			SetLatch(l);
+	}
+}
+
+/* Pushes wake the workers only while there are streams to run. */
+void
+qs_stream_set_active(bool active)
+{
+	if (shared && (pg_atomic_read_u32(&shared->active) != 0) != active)
+		pg_atomic_write_u32(&shared->active, active ? 1 : 0);
+}
+
+void
+qs_stream_count(QsStreamCounter which, int64 n)
+{
+	if (shared && n > 0)
+		pg_atomic_fetch_add_u64(&shared->counters[which], (uint64) n);
+}
+
+uint64
+qs_stream_counter(QsStreamCounter which)
+{
+	return shared ? pg_atomic_read_u64(&shared->counters[which]) : 0;
+}
+
+int
+qs_stream_workers_up(void)
+{
+	int			n = 0;
+
+	for (int i = 0; shared && i < qs_stream_workers && i < QS_MAX_STREAM_WORKERS; i++)
+		n += shared->slots[i].pid != 0;
+	return n;
+}
+
+/* SQL: queen_streams.stream_workers() */
+PG_FUNCTION_INFO_V1(qs_stream_workers_sql);
+Datum
+qs_stream_workers_sql(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; shared && i < qs_stream_workers && i < QS_MAX_STREAM_WORKERS; i++)
+	{
+		StreamSlot *s = &shared->slots[i];
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		CHECK_FOR_INTERRUPTS();
+		if (s->pid == 0)
+			continue;
+		values[0] = Int32GetDatum(i);
+		values[1] = Int32GetDatum(s->pid);
+		values[2] = TimestampTzGetDatum(s->started_at);
+		values[3] = Int64GetDatum((int64) pg_atomic_read_u64(&s->cycles));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
