@@ -240,6 +240,13 @@ BEGIN
 		-- name, arguments, write or read, the tenant argument
 		['queen.push', 'request jsonb, tenant uuid DEFAULT NULL, producer_sub text DEFAULT NULL', 'write', 'tenant'],
 		['queen.push_buffer', 'request jsonb, tenant uuid DEFAULT NULL, producer_sub text DEFAULT NULL', 'write', 'tenant'],
+		['queen.push_text', 'request text, tenant uuid DEFAULT NULL, producer_sub text DEFAULT NULL', 'write', 'tenant'],
+		['queen_streams.create_stream', 'name text, definition jsonb, tenant uuid DEFAULT NULL', 'write', 'tenant'],
+		['queen_streams.alter_stream', 'name text, definition jsonb, reset boolean DEFAULT false, tenant uuid DEFAULT NULL', 'write', 'tenant'],
+		['queen_streams.drop_stream', 'name text, tenant uuid DEFAULT NULL', 'write', 'tenant'],
+		['queen_streams.pause_stream', 'name text, tenant uuid DEFAULT NULL', 'write', 'tenant'],
+		['queen_streams.resume_stream', 'name text, tenant uuid DEFAULT NULL', 'write', 'tenant'],
+		['queen_streams.streams', 'tenant uuid DEFAULT NULL', 'read', 'tenant'],
 		['queen.pop', 'queue text, partition text DEFAULT NULL, consumer_group text DEFAULT NULL, batch integer DEFAULT 200, lease_seconds integer DEFAULT NULL, auto_ack boolean DEFAULT false, tenant uuid DEFAULT NULL, subscription_mode text DEFAULT NULL, subscription_from text DEFAULT NULL, partitions integer DEFAULT 1', 'write', 'tenant'],
 		['queen.ack', 'request jsonb, tenant uuid DEFAULT NULL', 'write', 'tenant'],
 		['queen.renew_lease', 'lease_id text, seconds integer DEFAULT 60, tenant uuid DEFAULT NULL', 'write', 'tenant'],
@@ -290,6 +297,21 @@ BEGIN
 	END LOOP;
 END
 $gen$;
+
+-- Declared streams' listings (SETOF record on the cell too).
+CREATE FUNCTION queen_streams.list_streams(tenant uuid DEFAULT NULL, OUT name text, OUT query_id uuid,
+	OUT source_queue text, OUT sink_queue text, OUT consumer_group text, OUT paused boolean,
+	OUT config_hash text, OUT definition jsonb, OUT created_at timestamptz, OUT updated_at timestamptz)
+RETURNS SETOF record LANGUAGE plproxy
+AS $$ CLUSTER 'queen_cells'; RUN ON queen_router.cell_for_read(tenant); $$;
+CREATE FUNCTION queen_streams.stream_status(name text DEFAULT NULL, tenant uuid DEFAULT NULL,
+	OUT stream text, OUT paused boolean, OUT partition text, OUT partition_id uuid, OUT cursor bigint,
+	OUT last_offset bigint, OUT lag bigint, OUT lease_active boolean, OUT open_windows bigint,
+	OUT watermark timestamptz, OUT cycles bigint, OUT events bigint, OUT filtered bigint, OUT late bigint,
+	OUT windows_emitted bigint, OUT errors bigint, OUT last_cycle_at timestamptz, OUT last_error text,
+	OUT last_error_at timestamptz, OUT events_per_second numeric)
+RETURNS SETOF record LANGUAGE plproxy
+AS $$ CLUSTER 'queen_cells'; RUN ON queen_router.cell_for_read(tenant); $$;
 
 -- The listener's partition check (HTTP acks, the streams tenancy gate).
 CREATE FUNCTION queen.partition_queue(partition_id uuid, tenant uuid DEFAULT NULL)
