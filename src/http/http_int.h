@@ -282,6 +282,13 @@ extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
 extern void qs_http_count_status(QsRouteId route, int status);
 extern bool qs_extension_installed(void);
+
+/* cells.c: the listener on a router database */
+extern bool qs_cells_is_router;
+extern Oid	qs_cells_extension_oid(void);
+extern char *qs_cells_partition_queue(const pg_uuid_t *tenant, const pg_uuid_t *pid);
+extern void qs_cells_pushed(QsReq *req, Jsonb *results);
+extern const char *qs_cells_remote_message(const char *message);
 extern void qs_http_extension_missing(QsReq *req);
 extern void qs_http_fail(QsReq *req, const char *failed, ErrorData *edata);
 extern int	qs_http_status_for_error(int sqlerrcode);
