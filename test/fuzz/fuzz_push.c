@@ -18,6 +18,7 @@
 #include "common/json_in.c"
 #include "common/json_out.c"
 #include "common/uuid7.c"
+#include "common/text.c"
 #include "mb/pg_wchar.h"
 
 int			qs_max_segment_kb = 256 * 1024;
