@@ -132,21 +132,7 @@ run_member(QsReq *req, bool first)
 			LockTimeout = QS_GROUP_LOCK_WAIT_MS;
 			limited = true;
 		}
-		if (qs_http_statement_timeout_ms > 0)
-			enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, psprintf("%s %s (group commit)", req->method,
-													   qs_routes[req->route].pattern));
-		MemoryContextSwitchTo(cxt);
-
-		if (def->needs_extension && !qs_extension_installed())
-			qs_http_extension_missing(req);
-		else
-			def->run(req);
-
-		PopActiveSnapshot();
-		if (qs_http_statement_timeout_ms > 0)
-			disable_timeout(STATEMENT_TIMEOUT, false);
+		qs_http_run_body(req, def, " (group commit)");
 		LockTimeout = saved_lock_timeout;
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);

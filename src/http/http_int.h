@@ -276,6 +276,7 @@ extern void qs_http_error(QsReq *req, int status, const char *message);
 extern void qs_http_json(QsReq *req, int status, const char *json, int len);
 extern void qs_http_body_check(QsReq *req);
 extern Jsonb *qs_http_body_jsonb(QsReq *req);
+extern void qs_http_raise_bad_body(MemoryContext cxt);
 extern const char *qs_http_query_value(QsReq *req, const char *key);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
@@ -313,6 +314,9 @@ typedef struct QsRouteDef
 	bool		needs_extension;
 	bool		needs_xact;
 } QsRouteDef;
+
+/* the route's body in an open (sub)transaction (router.c) */
+extern void qs_http_run_body(QsReq *req, const QsRouteDef *def, const char *note);
 
 /*
  * A route that is one call of a SQL function returning jsonb: the listener

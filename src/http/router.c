@@ -143,18 +143,28 @@ qs_http_body_jsonb(QsReq *req)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 edata->detail ? errmsg("bad body: %s: %s", edata->message, edata->detail)
-				 : errmsg("bad body: %s", edata->message)));
+		qs_http_raise_bad_body(cxt);
 	}
 	PG_END_TRY();
 	return jb;
+}
+
+/*
+ * In a PG_CATCH of a JSON parse: raise the caught error again as invalid
+ * input, "bad body: ...", the answer every JSON route gives.
+ */
+void
+qs_http_raise_bad_body(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 edata->detail ? errmsg("bad body: %s: %s", edata->message, edata->detail)
+			 : errmsg("bad body: %s", edata->message)));
 }
 
 /*
@@ -639,6 +649,30 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 	}
 }
 
+/*
+ * The route's body in the open (sub)transaction: under the statement
+ * timeout, with a snapshot and a pg_stat_activity line (`note` appended).
+ */
+void
+qs_http_run_body(QsReq *req, const QsRouteDef *def, const char *note)
+{
+	if (qs_http_statement_timeout_ms > 0)
+		enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, psprintf("%s %s%s", req->method,
+												   qs_routes[req->route].pattern, note));
+	MemoryContextSwitchTo(req->ctx);
+
+	if (def->needs_extension && !qs_extension_installed())
+		qs_http_extension_missing(req);
+	else
+		def->run(req);
+
+	PopActiveSnapshot();
+	if (qs_http_statement_timeout_ms > 0)
+		disable_timeout(STATEMENT_TIMEOUT, false);
+}
+
 /* Parse the request; an error becomes its answer (false). No transaction. */
 static bool
 parse(QsReq *req, const QsRouteDef *def)
@@ -686,20 +720,7 @@ execute(QsReq *req, const QsRouteDef *def)
 			SetCurrentStatementStartTimestamp();
 			StartTransactionCommand();
 			QueryCancelPending = false;
-			if (qs_http_statement_timeout_ms > 0)
-				enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
-			PushActiveSnapshot(GetTransactionSnapshot());
-			pgstat_report_activity(STATE_RUNNING, psprintf("%s %s", req->method, qs_routes[req->route].pattern));
-			MemoryContextSwitchTo(cxt);
-
-			if (def->needs_extension && !qs_extension_installed())
-				qs_http_extension_missing(req);
-			else
-				def->run(req);
-
-			PopActiveSnapshot();
-			if (qs_http_statement_timeout_ms > 0)
-				disable_timeout(STATEMENT_TIMEOUT, false);
+			qs_http_run_body(req, def, "");
 			CommitTransactionCommand();
 			MemoryContextSwitchTo(cxt);
 			if (def->after && req->status < 300)

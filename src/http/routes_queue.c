@@ -115,18 +115,10 @@ push_run(QsReq *req)
 		}
 		PG_CATCH();
 		{
-			ErrorData  *edata;
-
 			if (!qs_push_text_parse_failed())
 				PG_RE_THROW();
 			/* the body is not JSON: the same answer as every JSON route's */
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 edata->detail ? errmsg("bad body: %s: %s", edata->message, edata->detail)
-					 : errmsg("bad body: %s", edata->message)));
+			qs_http_raise_bad_body(cxt);
 		}
 		PG_END_TRY();
 	}
