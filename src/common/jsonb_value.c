@@ -128,7 +128,10 @@ jv_scalar(void *arg, char *token, JsonTokenType type)
 	jv_push_scalar(st, &v);
 }
 
-/* The JsonbValue of `len` bytes of JSON text; bad text raises jsonb_in's error. */
+/*
+ * The JsonbValue of `len` bytes of JSON text, null when there are none (as
+ * qsj_raw writes an empty payload); bad text raises jsonb_in's error.
+ */
 JsonbValue *
 qs_json_to_jsonb_value(const char *json, int len)
 {
@@ -136,6 +139,12 @@ qs_json_to_jsonb_value(const char *json, int len)
 	JsonSemAction sem = {0};
 	JsonLexContext *lex;
 
+	if (len <= 0)
+	{
+		st.res = palloc(sizeof(JsonbValue));
+		st.res->type = jbvNull;
+		return st.res;
+	}
 	lex = makeJsonLexContextCstringLen((char *) json, len, GetDatabaseEncoding(), true);
 	sem.semstate = &st;
 	sem.object_start = jv_object_start;
