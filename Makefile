@@ -1,8 +1,12 @@
 # queen_streams: PGXS build. `scripts/test.sh` and `scripts/run.sh` wrap it.
-EXTENSION = queen_streams
-EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+# Two extensions: queen_streams itself, and queen_streams_router, the SQL of
+# a router database in front of cells (README, Deploying beyond one server),
+# which uses this library's C functions and no code of its own.
+QS = queen_streams
+EXTENSION = $(QS) queen_streams_router
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(QS).control)
 
-MODULE_big = $(EXTENSION)
+MODULE_big = $(QS)
 OBJS = \
 	src/queen_streams.o \
 	src/common/args.o \
@@ -17,6 +21,7 @@ OBJS = \
 	src/common/tenant.o \
 	src/common/text.o \
 	src/common/uuid7.o \
+	src/http/cells.o \
 	src/http/daemon.o \
 	src/http/group.o \
 	src/http/limits.o \
@@ -75,8 +80,8 @@ OBJS = \
 # previous release, and the install script is the previous one plus that
 # upgrade, so a fresh install and an upgraded one run the same statements.
 UPGRADE_0_2_0 = $(sort $(wildcard sql/0.2.0/*.sql))
-DATA_built = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0.sql
-DATA = sql/$(EXTENSION)--0.1.0.sql
+DATA_built = sql/$(QS)--0.1.0--0.2.0.sql sql/$(QS)--0.2.0.sql
+DATA = sql/$(QS)--0.1.0.sql sql/queen_streams_router--0.1.0.sql
 
 PG_CPPFLAGS = -I$(srcdir)/src -DQS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -93,7 +98,7 @@ SHLIB_LINK = -lzstd -lxxhash -lcrypto -lmicrohttpd
 # PGHOST/PGPORT name, which must preload the library (scripts/run.sh's does).
 # scripts/test.sh sets QS_TEMP_INSTANCE=1 to run them on throwaway instances
 # instead (pg_cron's pattern); TAP tests always start their own clusters.
-REGRESS = $(filter-out $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql))))
+REGRESS = $(filter-out $(addsuffix --%,$(EXTENSION)),$(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS =
 ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso
@@ -109,12 +114,12 @@ include $(PGXS)
 # PGXS tracks no header dependencies: rebuild everything when a header changes.
 $(OBJS): $(wildcard src/*/*.h)
 
-sql/$(EXTENSION)--0.1.0--0.2.0.sql: $(UPGRADE_0_2_0)
+sql/$(QS)--0.1.0--0.2.0.sql: $(UPGRADE_0_2_0)
 	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.2.0'"'"'" to load this file. \quit'; \
 	  for f in $^; do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
 
-sql/$(EXTENSION)--0.2.0.sql: sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql
-	( cat sql/$(EXTENSION)--0.1.0.sql; sed '/^\\echo /d' sql/$(EXTENSION)--0.1.0--0.2.0.sql ) > $@
+sql/$(QS)--0.2.0.sql: sql/$(QS)--0.1.0.sql sql/$(QS)--0.1.0--0.2.0.sql
+	( cat sql/$(QS)--0.1.0.sql; sed '/^\\echo /d' sql/$(QS)--0.1.0--0.2.0.sql ) > $@
 
 # The dashboard's files, compiled in as byte arrays (xxd from the xxd package).
 DASHBOARD_FILES = src/http/dashboard/index.html src/http/dashboard/app.js src/http/dashboard/app.css

@@ -148,7 +148,9 @@ create() {
 		grep -q "queen_streams.conf" "$(pgdata "$n")/postgresql.conf" ||
 			echo "include_if_exists = '../queen_streams.conf'" >>"$(pgdata "$n")/postgresql.conf"
 		run_node "$n"
-		[ "$i" -eq 0 ] && wait_for 60 "node1 as single" node_state_is node1 single
+		if [ "$i" -eq 0 ]; then
+			wait_for 60 "node1 as single" node_state_is node1 single
+		fi
 	done
 }
 

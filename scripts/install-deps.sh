@@ -2,9 +2,12 @@
 # Installs every system package queen_streams needs on Debian bookworm.
 # Idempotent; must run as root. Skips apt entirely when everything is present.
 # --test: also what the test suites need beyond the build (scripts/test.sh).
+# --cells: also PL/Proxy, for a router in front of cells (scripts/cells.sh).
 set -euo pipefail
 TESTS=0
-[ "${1:-}" = "--test" ] && TESTS=1
+CELLS=0
+[ "${1:-}" = "--test" ] && TESTS=1 && CELLS=1
+[ "${1:-}" = "--cells" ] && CELLS=1
 
 PACKAGES=(
 	build-essential
@@ -26,6 +29,8 @@ PACKAGES=(
 )
 # the dashboard's browser tests (test/t/070_dashboard_browser.pl, 071_dashboard_firefox.pl)
 [ "$TESTS" -eq 1 ] && PACKAGES+=(chromium firefox-esr)
+# the router of cells (queen_streams_router; dblink comes with postgresql-15)
+[ "$CELLS" -eq 1 ] && PACKAGES+=(postgresql-15-plproxy)
 # the failover test's formation (scripts/ha-formation.sh, test/t/080_ha_failover.pl)
 [ "$TESTS" -eq 1 ] && PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 

@@ -185,10 +185,13 @@ SELECT q.name, q.config_hash = d.config_hash AS declared_hash
   FROM queen_streams.queries q JOIN queen_streams.declared_streams d ON d.query_id = q.id ORDER BY q.name;
 -- the tenant gate applies to a new name, as for register_query
 DO $$
+DECLARE
+	d text;
 BEGIN
 	PERFORM queen_streams.create_stream('t.s', pg_temp.def(), '00000000-0000-0000-0000-0000000000aa');
 EXCEPTION WHEN OTHERS THEN
-	RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
+	GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+	RAISE NOTICE '%: % / %', SQLSTATE, SQLERRM, d;
 END $$;
 
 -- pause, resume, drop; an unknown name is 42704

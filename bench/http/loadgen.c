@@ -3,9 +3,10 @@
  * One thread, epoll, C keep-alive connections, each sending its request,
  * waiting for the whole response (Content-Length), then sending the next.
  *
- *   loadgen -p PORT -c CONNS -d SECONDS [-w WARMUP] -m METHOD -u PATH [-b BODIES]
+ *   loadgen -p PORT -c CONNS -d SECONDS [-w WARMUP] -m METHOD -u PATH [-b BODIES] [-t TENANTS]
  *
  * BODIES holds one request body per line; connection i sends line i % n.
+ * TENANTS likewise holds one x-queen-tenant value per line (bench/cells.sh).
  * Prints: requests, req/s, p50/p99/max latency (ms) and status counts.
  *
  * A connection waits for EPOLLOUT only while part of its request is unsent:
@@ -46,6 +47,33 @@ now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The lines of a file, without their newlines; -1 if it cannot be read. */
+static int
+read_lines(const char *file, char ***out)
+{
+	FILE	   *f = fopen(file, "r");
+	char	   *line = NULL;
+	size_t		cap = 0;
+	ssize_t		n;
+	int			count = 0;
+
+	if (!f)
+	{
+		perror(file);
+		return -1;
+	}
+	*out = NULL;
+	while ((n = getline(&line, &cap, f)) > 0)
+	{
+		if (line[n - 1] == '\n')
+			line[--n] = '\0';
+		*out = realloc(*out, sizeof(char *) * (count + 1));
+		(*out)[count++] = strdup(line);
+	}
+	fclose(f);
+	return count;
 }
 
 static int
@@ -130,9 +158,12 @@ main(int argc, char **argv)
 				warmup = 2;
 	const char *method = "GET",
 			   *path = "/health",
-			   *bodies_file = NULL;
-	char	  **bodies = NULL;
-	int			nbodies = 0;
+			   *bodies_file = NULL,
+			   *tenants_file = NULL;
+	char	  **bodies = NULL,
+			  **tenants = NULL;
+	int			nbodies = 0,
+				ntenants = 0;
 	Conn	   *cs;
 	int			ep;
 	double	   *lat;
@@ -144,7 +175,7 @@ main(int argc, char **argv)
 				tend;
 	long		done = 0;
 
-	while ((opt = getopt(argc, argv, "p:c:d:w:m:u:b:")) != -1)
+	while ((opt = getopt(argc, argv, "p:c:d:w:m:u:b:t:")) != -1)
 	{
 		switch (opt)
 		{
@@ -155,11 +186,14 @@ main(int argc, char **argv)
 			case 'm': method = optarg; break;
 			case 'u': path = optarg; break;
 			case 'b': bodies_file = optarg; break;
+			case 't': tenants_file = optarg; break;
 			default:
-				fprintf(stderr, "usage: loadgen -p PORT -c CONNS -d SECS [-w SECS] -m METHOD -u PATH [-b FILE]\n");
+				fprintf(stderr, "usage: loadgen -p PORT -c CONNS -d SECS [-w SECS] -m METHOD -u PATH [-b FILE] [-t FILE]\n");
 				return 2;
 		}
 	}
+	if (tenants_file && (ntenants = read_lines(tenants_file, &tenants)) < 0)
+		return 1;
 	if (bodies_file)
 	{
 		FILE	   *f = fopen(bodies_file, "r");
@@ -195,6 +229,9 @@ main(int argc, char **argv)
 		c->req = malloc(blen + 512);
 		c->reqlen = sprintf(c->req, "%s %s HTTP/1.1\r\nHost: bench\r\n%s", method, path,
 							body ? "Content-Type: application/json\r\n" : "");
+		if (ntenants > 0)
+			c->reqlen += sprintf(c->req + c->reqlen, "x-queen-tenant: %.64s\r\n",
+								 tenants[i % ntenants]);
 		if (body)
 			c->reqlen += sprintf(c->req + c->reqlen, "Content-Length: %zu\r\n\r\n%s", blen, body);
 		else

@@ -67,6 +67,16 @@ extern bool qs_access_allows(QsAccess have, QsAccess need);
 typedef void (*QsPushedHook) (const pg_uuid_t *tenant, const char *queue, int nmsgs);
 extern QsPushedHook qs_pushed_hook;
 
+/*
+ * qs_streamed_hook: a stream worker (src/streams/runner.c) popped `popped`
+ * messages of (tenant, queue), or committed (`cycled` 1) or rolled back
+ * (`failed` 1) a cycle on it that acked `acked`; the listener counts them
+ * as it counts its own pops and cycles.
+ */
+typedef void (*QsStreamedHook) (const pg_uuid_t *tenant, const char *queue, int64 popped,
+								int64 cycled, int64 failed, int64 acked);
+extern QsStreamedHook qs_streamed_hook;
+
 /* text.c: the one rule for strings from URLs and segments */
 #define QS_NAME_MAX 255			/* queue, partition and consumer group names, in bytes */
 extern const char *qs_text_problem(const char *s, size_t len, size_t max_len);

@@ -7,3 +7,4 @@
 #include "common/common.h"
 
 QsPushedHook qs_pushed_hook = NULL;
+QsStreamedHook qs_streamed_hook = NULL;

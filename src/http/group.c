@@ -17,7 +17,9 @@
  * holds partition a and wants b, the other the reverse). The first request
  * of a group waits for locks as a lone request does; the others wait at
  * most QS_GROUP_LOCK_WAIT_MS, then give way: their subtransaction rolls
- * back and they run first in the next group. A cycle never waits on them.
+ * back and they run first in the next group (a lock timeout inside a
+ * cycle's or a transaction's own subtransaction is raised up to here,
+ * src/common/subxact.c).
  *
  * If the shared commit fails, nothing of the group is stored: every
  * request that had succeeded is answered 500 (safe to retry); those that
@@ -106,8 +108,8 @@ qs_group_timeout(void)
 
 /*
  * Run one request of the group in a subtransaction. Its errors become its
- * answer (or, for a lock it gave way on, a deferral); an error that leaves
- * the subtransaction behind is raised, and fails the group.
+ * answer (or, for a lock it gave way on, a deferral), with its
+ * subtransaction and any it left open inside rolled back.
  */
 static void
 run_member(QsReq *req, bool first)

@@ -282,6 +282,13 @@ extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
 extern void qs_http_count_status(QsRouteId route, int status);
 extern bool qs_extension_installed(void);
+
+/* cells.c: the listener on a router database */
+extern bool qs_cells_is_router;
+extern Oid	qs_cells_extension_oid(void);
+extern char *qs_cells_partition_queue(const pg_uuid_t *tenant, const pg_uuid_t *pid);
+extern void qs_cells_pushed(QsReq *req, Jsonb *results);
+extern const char *qs_cells_remote_message(const char *message);
 extern void qs_http_extension_missing(QsReq *req);
 extern void qs_http_fail(QsReq *req, const char *failed, ErrorData *edata);
 extern int	qs_http_status_for_error(int sqlerrcode);
@@ -368,6 +375,8 @@ extern long qs_parked_timeout(void);
 extern void qs_parked_answer_all(void (*answer) (QsReq *req));
 /* the push hook (common/hooks.c), any backend: count and wake at commit */
 extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
+extern void qs_queue_streamed(const pg_uuid_t *tenant, const char *queue, int64 popped,
+							  int64 cycled, int64 failed, int64 acked);
 
 /* role.c: the node's role (primary or hot standby) and going away */
 extern bool qs_role_standby(void);

@@ -200,6 +200,9 @@ qs_http_status_for_error(int sqlerrcode)
 			return 400;
 		case ERRCODE_UNDEFINED_OBJECT:
 			return 404;
+		case ERRCODE_CANNOT_CONNECT_NOW:
+			/* a router's tenant in the middle of a move (cells.c) */
+			return 503;
 		default:
 			return 500;
 	}
@@ -580,7 +583,7 @@ qs_extension_installed(void)
 	/* see a DROP EXTENSION that committed before this request began */
 	AcceptInvalidationMessages();
 	if (!OidIsValid(extension_oid))
-		extension_oid = get_extension_oid("queen_streams", true);
+		extension_oid = qs_cells_extension_oid();
 	return OidIsValid(extension_oid);
 }
 
@@ -596,9 +599,11 @@ qs_http_extension_missing(QsReq *req)
 }
 
 /*
- * A request that raised (or whose group's commit did): invalid input and
- * unknown names answer their message, anything else a 500 whose words say
- * what happened without the error's text, which goes to the server log.
+ * A request that raised (or whose group's commit did): invalid input,
+ * unknown names and a refusal to retry (a tenant moving between cells)
+ * answer their message; objects gone under the request 503; anything else
+ * a 500 whose words say what happened without the error's text, which goes
+ * to the server log.
  */
 void
 qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
@@ -606,8 +611,20 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 	int			status = qs_http_status_for_error(edata->sqlerrcode);
 
 	req->parked = false;
-	if (status == 400 || status == 404)
-		qs_http_error(req, status, edata->message);
+	if (status == 400 || status == 404 || status == 503)
+	{
+		if (status == 503)
+			req->retry_after = "1";
+		qs_http_error(req, status, qs_cells_remote_message(edata->message));
+	}
+	else if (edata->sqlerrcode == ERRCODE_UNDEFINED_TABLE ||
+			 edata->sqlerrcode == ERRCODE_UNDEFINED_FUNCTION ||
+			 edata->sqlerrcode == ERRCODE_INVALID_SCHEMA_NAME)
+	{
+		/* our statements are fixed: their objects went away as they ran (DROP EXTENSION) */
+		req->retry_after = "5";
+		qs_http_error(req, 503, "queen_streams was dropped or changed while the request ran; retry");
+	}
 	else
 	{
 		/* the whole error to the server log, words without its text to the client */

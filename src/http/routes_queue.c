@@ -131,6 +131,7 @@ push_run(QsReq *req)
 		PG_END_TRY();
 	}
 	qs_spi_finish();
+	qs_cells_pushed(req, b->response);
 	respond_jsonb(req, 201, b->response);
 }
 
@@ -347,7 +348,7 @@ ack_run(QsReq *req)
 			!qs_json_uuid(items[i], "partitionId", "ack", false, &pid) ||
 			qs_partition_stat(&pid, &req->tenant) != NULL)
 			continue;
-		queue = qs_partition_owned(&req->tenant, &pid, false);
+		queue = qs_cells_partition_queue(&req->tenant, &pid);
 		if (queue)
 			qs_partition_stat_remember(&pid, &req->tenant, queue);
 	}

@@ -79,7 +79,7 @@ partition_visible(QsReq *req, StreamsCall *c)
 		v.type != jbvString ||
 		!qs_uuid_parse(v.val.string.val, v.val.string.len, &pid))
 		return true;
-	if (qs_partition_owned(&req->tenant, &pid, false) != NULL)
+	if (qs_cells_partition_queue(&req->tenant, &pid) != NULL)
 		return true;
 	qs_http_error(req, 404, "not found");
 	return false;
@@ -102,6 +102,14 @@ run(QsReq *req, QsPlan *plan, bool gated)
 	qs_spi_finish();
 	if (c->response == NULL)
 		return;
+	if (qs_cells_is_router && plan == &cycle_plan && JB_ROOT_IS_OBJECT(c->response))
+	{
+		JsonbValue	v;
+
+		if (getKeyJsonValueFromContainer(&c->response->root, "push_results", 12, &v) != NULL &&
+			v.type == jbvBinary)
+			qs_cells_pushed(req, JsonbValueToJsonb(&v));
+	}
 	req->status = qs_http_status(c->route, c->response);
 	req->resp = qs_http_jsonb_text(c->response, &len);
 	req->resp_len = len;

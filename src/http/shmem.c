@@ -168,6 +168,17 @@ qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n)
 	pg_atomic_fetch_add_u64(&qs_stat_entry(tenant, queue, qs_queue_key(tenant, queue))->c[which], n);
 }
 
+/* qs_streamed_hook: the stream workers' pops, cycles and acks, on the source queue */
+void
+qs_queue_streamed(const pg_uuid_t *tenant, const char *queue, int64 popped, int64 cycled,
+				  int64 failed, int64 acked)
+{
+	qs_stat_add(tenant, queue, QS_STAT_POPPED, popped);
+	qs_stat_add(tenant, queue, QS_STAT_CYCLES, cycled);
+	qs_stat_add(tenant, queue, QS_STAT_CYCLES_FAILED, failed);
+	qs_stat_add(tenant, queue, QS_STAT_ACKED, acked);
+}
+
 int
 qs_open_connections(void)
 {

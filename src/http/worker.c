@@ -45,6 +45,8 @@ qs_http_init(void)
 	qs_http_shmem_init();
 	/* every backend's pushes wake the listener's parked pops */
 	qs_pushed_hook = qs_queue_pushed_at_commit;
+	/* the stream workers' pops, cycles and acks count like the listener's */
+	qs_streamed_hook = qs_queue_streamed;
 	if (qs_http_port == 0)
 		return;
 

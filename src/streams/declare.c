@@ -124,7 +124,8 @@ register_stream(const pg_uuid_t *tenant, const char *name, const QsStreamDef *d,
 		if (qs_json_bool(r, "denied", "registration", false))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("%s", error ? error : "streams not granted for this tenant")));
+					 errmsg("the tenant may not register stream \"%s\"", name),
+					 errdetail("The registration answered: %s.", error ? error : "denied")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("query \"%s\" is registered with another definition", name),

@@ -425,6 +425,13 @@ commit_cycle(Stream *s, const char *pid_str, const pg_uuid_t *pid, QsFoldOut *ou
 }
 
 static void
+streamed(Stream *s, int64 popped, int64 cycled, int64 failed, int64 acked)
+{
+	if (qs_streamed_hook)
+		qs_streamed_hook(&s->tenant, s->def.source, popped, cycled, failed, acked);
+}
+
+static void
 count_cycle(QsFoldOut *out)
 {
 	qs_stream_count(QS_SC_CYCLES, 1);
@@ -459,10 +466,12 @@ fold_partition(MemoryContext cxt, Stream *s, const char *pid_str, const char *pn
 		commit_cycle(s, pid_str, &pid, &out, msgs[n - 1], n);
 		end_step();
 		count_cycle(&out);
+		streamed(s, 0, 1, 0, n);
 	}
 	PG_CATCH();
 	{
 		step_failed(cxt, &s->qid, &pid);
+		streamed(s, 0, 0, 1, 0);
 	}
 	PG_END_TRY();
 }
@@ -481,6 +490,7 @@ run_stream(MemoryContext cxt, Stream *s)
 	if (batch == NULL || !qs_json_get(&batch->root, "messages", &v) ||
 		(arr = qs_json_container(&v)) == NULL || (n = JsonContainerSize(arr)) == 0)
 		return false;
+	streamed(s, n, 0, 0, 0);
 	msgs = palloc(sizeof(JsonbValue *) * n);
 	done = palloc0(sizeof(bool) * n);
 	for (int i = 0; i < n; i++)
@@ -556,11 +566,13 @@ flush_partition(MemoryContext cxt, Stream *s, const pg_uuid_t *pid, const char *
 		{
 			count_cycle(&out);
 			qs_stream_count(QS_SC_FLUSHES, 1);
+			streamed(s, 0, 1, 0, 0);
 		}
 	}
 	PG_CATCH();
 	{
 		step_failed(cxt, &s->qid, pid);
+		streamed(s, 0, 0, 1, 0);
 	}
 	PG_END_TRY();
 }

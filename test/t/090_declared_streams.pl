@@ -277,6 +277,10 @@ is(scalar(grep { defined $_->{partition} } @{ $pm->{partitions} }), 3, 'with the
 my (undef, $metrics) = http($node, 'GET', '/metrics');
 like($metrics, qr/^queen_streams_stream_windows_total [1-9]\d*$/m, '/metrics counts windows');
 like($metrics, qr/^queen_streams_stream_workers_up 2$/m, '/metrics: stream workers up');
+like($metrics, qr/^queen_streams_queue_acked_messages_total\{[^}]*queue="pings"\} 36$/m,
+	'/metrics: the stream workers\' acks count on the source queue, once each');
+like($metrics, qr/^queen_streams_queue_cycles_total\{[^}]*queue="pings"\} [1-9]/m,
+	'/metrics: and their cycles');
 
 # ---- the example worker and a declared stream: the same windows
 my @items;

@@ -25,6 +25,10 @@ our @EXPORT = qw(fault_run);
 
 my $json = JSON::PP->new->utf8->canonical;
 
+# The tenant a client process sends as x-queen-tenant (none: the default);
+# set per child by spawn's `tenant` option.
+our $tenant;
+
 # ------------------------------------------------------------------ clients
 
 # A Queen-style call: 5xx and network errors are retried with backoff until
@@ -42,7 +46,8 @@ sub call
 	{
 		my $url = $urls[ $current % @urls ];
 		my $r = $ua->request($method, "$url$path",
-			{ headers => { 'content-type' => 'application/json' },
+			{ headers => { 'content-type' => 'application/json',
+					defined $tenant ? ('x-queen-tenant' => $tenant) : () },
 			  defined $body ? (content => $json->encode($body)) : () });
 		if ($r->{status} < 500 || time > $deadline)
 		{
@@ -202,6 +207,7 @@ sub spawn
 	die "fork: $!" unless defined $pid;
 	if ($pid == 0)
 	{
+		$tenant = $a{tenant};
 		my $ok = eval { $fn->(%a); 1 };
 		if (!$ok)
 		{
