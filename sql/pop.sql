@@ -282,4 +282,22 @@ SELECT count(*) AS bad_ts_rows FROM queen.consumer_groups_metadata WHERE consume
 SELECT pg_temp.push('defaults', 0, 2);
 SELECT pg_temp.txns(queen.pop('defaults', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
 
+-- The answer is built as a jsonb value: it is exactly what its own text
+-- parses to (keys in jsonb's order, payloads as jsonb_in reads them), with
+-- and without trace ids, producer subs and an empty batch.
+SELECT queen.push('{"items":[
+  {"queue":"built","transactionId":"s1","traceId":"11111111-2222-3333-4444-555555555555",
+   "payload":{"b":1,"a":[1,"x\u00e9\n",null,true,{"zz":2,"y":1e5}],"b":3}},
+  {"queue":"built","transactionId":"s2","payload":"\ud83d\ude00"},
+  {"queue":"built","transactionId":"s3","payload":-0.50}]}'::jsonb) IS NOT NULL AS pushed;
+SELECT queen.push('{"items":[{"queue":"built","transactionId":"s4","payload":[]}]}', producer_sub => 'bob') IS NOT NULL AS pushed;
+WITH r AS (SELECT queen.pop('built', batch => 10) AS r)
+SELECT r = (r::text)::jsonb AS same, jsonb_array_length(r->'messages') AS n,
+       jsonb_path_query_array(r, '$.messages[*].data') AS data,
+       jsonb_path_query_array(r, '$.messages[*].producerSub') AS psubs,
+       jsonb_path_query_array(r, '$.messages[*].traceId') AS traces
+  FROM r;
+WITH r AS (SELECT queen.pop('built', batch => 10) AS r)
+SELECT r = (r::text)::jsonb AS same, r->'messages' AS messages, r->'partitionId' AS pid FROM r;
+
 DROP EXTENSION queen_streams CASCADE;

@@ -125,6 +125,9 @@ extern void qsj_time_ms_or_null(QsJson *j, const char *key, bool has, TimestampT
 extern Jsonb *qsj_jsonb(QsJson *j);
 extern void qs_format_time(TimestampTz ts, char *out);	/* out: 32 bytes */
 
+/* jsonb_value.c: JSON text to a JsonbValue, to build answers as jsonb directly */
+extern JsonbValue *qs_json_to_jsonb_value(const char *json, int len);
+
 /* json_in.c: reading request bodies with precise errors */
 extern JsonbContainer *qs_json_object_arg(Jsonb *jb, const char *what);
 extern bool qs_json_get(JsonbContainer *obj, const char *key, JsonbValue *out);

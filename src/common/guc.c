@@ -8,7 +8,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-int			qs_zstd_level = 3;
+int			qs_zstd_level = 1;
 int			qs_max_segment_kb = 262144;
 int			qs_dedup_cache_entries = 262144;
 int			qs_dedup_partition_entries = 0;
@@ -56,7 +56,7 @@ qs_guc_init(void)
 							gettext_noop("zstd compression level of new log segments."),
 							NULL,
 							&qs_zstd_level,
-							3, 1, 19,
+							1, 1, 19,
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 

@@ -10,7 +10,7 @@
 
 #include <openssl/rand.h>
 
-#define RANDBUF_SIZE 512
+#define RANDBUF_SIZE 8192		/* one RAND_bytes call per ~10 pushes of 100 */
 
 static uint8 randbuf[RANDBUF_SIZE];
 static int	randpos = RANDBUF_SIZE;

@@ -93,35 +93,34 @@ static QsPlan lock_plan = {
 	1, {UUIDOID}
 };
 
-/* Keeps the allocator UPDATE HOT: last_write_at moves only when >1 s stale. */
-static QsPlan bump_plan = {
-	"UPDATE queen.log_partitions"
-	"   SET last_offset = last_offset + $2,"
-	"       last_write_at = CASE WHEN last_write_at IS NULL"
-	"                             OR last_write_at < now() - interval '1 second'"
-	"                            THEN now() ELSE last_write_at END,"
-	"       oldest_live_at = COALESCE(oldest_live_at, now()),"
-	"       oldest_txn_at = COALESCE(oldest_txn_at, now())"
-	" WHERE id = $1 RETURNING last_offset",
-	2, {UUIDOID, INT8OID}
-};
-
-static QsPlan segment_plan = {
-	"INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
-	" VALUES ($1, $2, $3, $4, $5)",
-	5, {UUIDOID, INT8OID, INT8OID, TIMESTAMPTZOID, BYTEAOID}
-};
-
-static QsPlan txns_plan = {
-	"INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
-	" VALUES ($1, $2, $3, $4, $5)",
-	5, {UUIDOID, INT8OID, INT8OID, TIMESTAMPTZOID, BYTEAOID}
+/*
+ * The allocator bump and both rows of a segment in one statement. The
+ * UPDATE keeps the row HOT (last_write_at moves only when >1 s stale);
+ * created_at is read in its RETURNING, under the row lock, so it is monotone
+ * in offsets.
+ */
+static QsPlan append_plan = {
+	"WITH b AS ("
+	"  UPDATE queen.log_partitions"
+	"     SET last_offset = last_offset + $2,"
+	"         last_write_at = CASE WHEN last_write_at IS NULL"
+	"                               OR last_write_at < now() - interval '1 second'"
+	"                              THEN now() ELSE last_write_at END,"
+	"         oldest_live_at = COALESCE(oldest_live_at, now()),"
+	"         oldest_txn_at = COALESCE(oldest_txn_at, now())"
+	"   WHERE id = $1 RETURNING last_offset, clock_timestamp() AS at),"
+	" s AS ("
+	"  INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
+	"  SELECT $1, last_offset - $2 + 1, last_offset, at, $3 FROM b)"
+	" INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
+	" SELECT $1, last_offset - $2 + 1, last_offset, at, $4 FROM b"
+	" RETURNING end_offset, created_at",
+	4, {UUIDOID, INT8OID, BYTEAOID, BYTEAOID}
 };
 
 /*
  * Append one segment of `count` frames. With a dedup window, the partition
  * row is locked first and the window probed; any hit writes nothing.
- * created_at is stamped after the row lock, so it is monotone in offsets.
  */
 static bytea *
 given_blob(void *arg)
@@ -172,28 +171,26 @@ qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 	}
 
 	blob = build(arg);
+	hb = palloc(VARHDRSZ + (Size) count * QS_HASH_LEN);
+	SET_VARSIZE(hb, VARHDRSZ + (Size) count * QS_HASH_LEN);
+	memcpy(VARDATA(hb), hashes, (Size) count * QS_HASH_LEN);
+
 	args[0] = pidd;
 	args[1] = Int64GetDatum(count);
-	qs_exec(&bump_plan, args, NULL, 1);
+	args[2] = PointerGetDatum(blob);
+	args[3] = PointerGetDatum(hb);
+	qs_exec(&append_plan, args, NULL, 1);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("partition vanished mid-push")));
 	last = qs_col_int64(0, 1, 0);
 	res->base_offset = last - count + 1;
-	res->created_at = GetCurrentTimestamp();
+	{
+		bool		isnull;
 
-	hb = palloc(VARHDRSZ + (Size) count * QS_HASH_LEN);
-	SET_VARSIZE(hb, VARHDRSZ + (Size) count * QS_HASH_LEN);
-	memcpy(VARDATA(hb), hashes, (Size) count * QS_HASH_LEN);
-
-	args[1] = Int64GetDatum(res->base_offset);
-	args[2] = Int64GetDatum(last);
-	args[3] = TimestampTzGetDatum(res->created_at);
-	args[4] = PointerGetDatum(blob);
-	qs_exec(&segment_plan, args, NULL, 0);
-	args[4] = PointerGetDatum(hb);
-	qs_exec(&txns_plan, args, NULL, 0);
+		res->created_at = DatumGetTimestampTz(qs_col(0, 2, &isnull));
+	}
 	/* still under the row lock: the shared dedup cache learns the segment */
 	qs_dedup_record(pid, res->base_offset, count, hashes, res->created_at,
 					window > 0 && prev_last == res->base_offset - 1);

@@ -11,6 +11,7 @@
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/numeric.h"
 
 typedef struct PopCtx
 {
@@ -28,7 +29,11 @@ typedef struct PopCtx
 	bool		seek;			/* group starts at the first segment >= seek_ts */
 	TimestampTz seek_ts;
 	char		worker[QS_UUID_STRLEN + 1];
-	QsJson	   *j;
+	JsonbValue *msgs;			/* the answer's messages, in `outer` */
+	int			nmsgs;
+	int			msgs_cap;
+	char	   *cur_pid;		/* copies in `outer` of the partition being read */
+	char	   *cur_pname;
 	int			claimed;
 	char	   *first_name;		/* allocated in `outer`: outlives SPI */
 	pg_uuid_t	first_pid;
@@ -235,46 +240,101 @@ create_cursor(PopCtx *c, Datum pid, Datum grp, int64 last_offset, int64 log_star
 	return true;
 }
 
+/*
+ * The answer is built as a jsonb value directly (as push_text's is): each
+ * object's pairs are listed in jsonb's key order (shorter first, then
+ * bytewise), so nothing is sorted, and only the payloads are parsed. Every
+ * string is copied into `outer`: frames and SPI rows do not outlive SPI.
+ */
+static void
+str_value(JsonbValue *v, const char *s, int len)
+{
+	if (s == NULL)
+	{
+		v->type = jbvNull;
+		return;
+	}
+	v->type = jbvString;
+	v->val.string.val = (char *) s;
+	v->val.string.len = len;
+}
+
+static void
+set_pairs(JsonbPair *p, const char *const *keys, int n)
+{
+	for (int k = 0; k < n; k++)
+	{
+		str_value(&p[k].key, keys[k], strlen(keys[k]));
+		p[k].order = k;
+	}
+}
+
 static void
 emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 			 const char *pid_str, const char *pname)
 {
-	QsJson	   *j = c->j;
+	static const char *const keys[10] = {
+		"id", "data", "leaseId", "traceId", "createdAt", "partition",
+		"partitionId", "producerSub", "consumerGroup", "transactionId"
+	};
+	MemoryContext old = MemoryContextSwitchTo(c->outer);
+	JsonbPair  *p = palloc(sizeof(JsonbPair) * 10);
+	char	   *s = palloc(2 * (QS_UUID_STRLEN + 1) + 32);
 	pg_uuid_t	id;
+	JsonbValue *m;
 
-	memcpy(id.data, f->id, UUID_LEN);
-	qsj_object(j, NULL);
-	qsj_uuid(j, "id", &id);
-	qsj_strn(j, "transactionId", f->txn, f->txn_len);
-	if (f->trace)
+	if (c->nmsgs == c->msgs_cap)
 	{
-		pg_uuid_t	t;
-
-		memcpy(t.data, f->trace, UUID_LEN);
-		qsj_uuid(j, "traceId", &t);
+		c->msgs_cap = c->msgs_cap ? c->msgs_cap * 2 : 64;
+		c->msgs = c->msgs ? repalloc(c->msgs, sizeof(JsonbValue) * c->msgs_cap)
+			: palloc(sizeof(JsonbValue) * c->msgs_cap);
 	}
-	else
-		qsj_null(j, "traceId");
+	if (c->cur_pid == NULL || strcmp(c->cur_pid, pid_str) != 0)
+		c->cur_pid = pstrdup(pid_str);
+	if (c->cur_pname == NULL || strcmp(c->cur_pname, pname) != 0)
+		c->cur_pname = pstrdup(pname);
+
+	set_pairs(p, keys, 10);
+	memcpy(id.data, f->id, UUID_LEN);
+	qs_uuid_format(&id, s);
+	str_value(&p[0].value, s, QS_UUID_STRLEN);
 	{
 		char	   *plain;
 		int			plen;
 
 		if ((f->flags & QS_FLAG_ENCRYPTED) &&
 			qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
-			qsj_raw(j, "data", plain, plen);
+			p[1].value = *qs_json_to_jsonb_value(plain, plen);
 		else
-			qsj_raw(j, "data", f->payload, f->payload_len);
+			p[1].value = *qs_json_to_jsonb_value(f->payload, f->payload_len);
 	}
-	if (f->psub)
-		qsj_strn(j, "producerSub", f->psub, f->psub_len);
+	str_value(&p[2].value, c->auto_ack ? "" : c->worker, c->auto_ack ? 0 : strlen(c->worker));
+	if (f->trace)
+	{
+		pg_uuid_t	t;
+
+		memcpy(t.data, f->trace, UUID_LEN);
+		qs_uuid_format(&t, s + QS_UUID_STRLEN + 1);
+		str_value(&p[3].value, s + QS_UUID_STRLEN + 1, QS_UUID_STRLEN);
+	}
 	else
-		qsj_null(j, "producerSub");
-	qsj_time(j, "createdAt", created_at);
-	qsj_str(j, "partitionId", pid_str);
-	qsj_str(j, "partition", pname);
-	qsj_str(j, "leaseId", c->auto_ack ? "" : c->worker);
-	qsj_str(j, "consumerGroup", c->group);
-	qsj_end_object(j);
+		str_value(&p[3].value, NULL, 0);
+	qs_format_time(created_at, s + 2 * (QS_UUID_STRLEN + 1));
+	str_value(&p[4].value, s + 2 * (QS_UUID_STRLEN + 1), strlen(s + 2 * (QS_UUID_STRLEN + 1)));
+	str_value(&p[5].value, c->cur_pname, strlen(c->cur_pname));
+	str_value(&p[6].value, c->cur_pid, strlen(c->cur_pid));
+	if (f->psub)
+		str_value(&p[7].value, pnstrdup(f->psub, f->psub_len), f->psub_len);
+	else
+		str_value(&p[7].value, NULL, 0);
+	str_value(&p[8].value, c->group, strlen(c->group));
+	str_value(&p[9].value, pnstrdup(f->txn, f->txn_len), f->txn_len);
+
+	m = &c->msgs[c->nmsgs++];
+	m->type = jbvObject;
+	m->val.object.nPairs = 10;
+	m->val.object.pairs = p;
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -477,7 +537,6 @@ Datum
 qs_pop(PG_FUNCTION_ARGS)
 {
 	PopCtx		c;
-	QsJson		j;
 	char	   *partition = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	char	   *mode = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
 	char	   *from = PG_ARGISNULL(8) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(8));
@@ -531,11 +590,7 @@ qs_pop(PG_FUNCTION_ARGS)
 	if (from && from[0] != '\0' && pg_strcasecmp(from, "now") != 0)
 		from_ts = qs_parse_timestamp(from, "subscriptionFrom");
 
-	qsj_init(&j);
-	c.j = &j;
 	c.outer = CurrentMemoryContext;
-	qsj_object(&j, NULL);
-	qsj_array(&j, "messages");
 
 	qs_spi_connect();
 	args[0] = qs_uuid_datum(&c.tenant);
@@ -595,23 +650,42 @@ qs_pop(PG_FUNCTION_ARGS)
 	}
 	qs_spi_finish();
 
-	qsj_end_array(&j);
-	qsj_bool(&j, "success", true);
-	qsj_str(&j, "queue", c.queue);
-	if (c.claimed > 0)
 	{
-		qsj_str(&j, "partition", c.first_name);
-		qsj_uuid(&j, "partitionId", &c.first_pid);
-		qsj_str(&j, "leaseId", c.auto_ack ? "" : c.worker);
+		static const char *const keys[8] = {
+			"queue", "leaseId", "success", "messages", "partition",
+			"partitionId", "consumerGroup", "partitionsClaimed"
+		};
+		JsonbPair	p[8];
+		JsonbValue	top;
+		char		pid_str[QS_UUID_STRLEN + 1];
+
+		set_pairs(p, keys, 8);
+		str_value(&p[0].value, c.queue, strlen(c.queue));
+		p[2].value.type = jbvBool;
+		p[2].value.val.boolean = true;
+		p[3].value.type = jbvArray;
+		p[3].value.val.array.nElems = c.nmsgs;
+		p[3].value.val.array.elems = c.msgs;
+		p[3].value.val.array.rawScalar = false;
+		if (c.claimed > 0)
+		{
+			str_value(&p[1].value, c.auto_ack ? "" : c.worker, c.auto_ack ? 0 : strlen(c.worker));
+			str_value(&p[4].value, c.first_name, strlen(c.first_name));
+			qs_uuid_format(&c.first_pid, pid_str);
+			str_value(&p[5].value, pid_str, QS_UUID_STRLEN);
+		}
+		else
+		{
+			str_value(&p[1].value, NULL, 0);
+			str_value(&p[4].value, NULL, 0);
+			str_value(&p[5].value, NULL, 0);
+		}
+		str_value(&p[6].value, c.group, strlen(c.group));
+		p[7].value.type = jbvNumeric;
+		p[7].value.val.numeric = int64_to_numeric(c.claimed);
+		top.type = jbvObject;
+		top.val.object.nPairs = 8;
+		top.val.object.pairs = p;
+		PG_RETURN_JSONB_P(JsonbValueToJsonb(&top));
 	}
-	else
-	{
-		qsj_null(&j, "partition");
-		qsj_null(&j, "partitionId");
-		qsj_null(&j, "leaseId");
-	}
-	qsj_str(&j, "consumerGroup", c.group);
-	qsj_int(&j, "partitionsClaimed", c.claimed);
-	qsj_end_object(&j);
-	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }
