@@ -488,8 +488,13 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 void
 qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what)
 {
-	char	   *txn = qs_json_string(o, "transactionId", what, false);
+	qs_push_set_txn(it, qs_json_string(o, "transactionId", what, false));
+}
 
+/* The same from the client's string (NULL or "" when it gave none). */
+void
+qs_push_set_txn(QsPushItem *it, char *txn)
+{
 	if (txn != NULL && txn[0] != '\0')
 	{
 		it->txn = txn;

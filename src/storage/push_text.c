@@ -252,19 +252,7 @@ finish_item(PtState *st)
 	it->queue = queue;
 	it->partition = partition;
 	qs_uuid7(&it->id);
-	if (txn != NULL && txn[0] != '\0')
-	{
-		it->txn = txn;
-		it->txn_given = true;
-	}
-	else
-	{
-		char	   *s = palloc(QS_UUID_STRLEN + 1);
-
-		qs_uuid_format(&it->id, s);
-		it->txn = s;
-	}
-	it->txn_len = strlen(it->txn);
+	qs_push_set_txn(it, txn);
 	if (trace != NULL)
 	{
 		if (!qs_uuid_parse(trace, strlen(trace), &it->trace))

@@ -169,6 +169,7 @@ typedef struct QsPushGroup
 } QsPushGroup;
 
 extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what);
+extern void qs_push_set_txn(QsPushItem *it, char *txn);
 extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 								  bool repack, int *ngroups);
 /* push_text.c: whether the last queen.push_text failed on its text (bad JSON) */
