@@ -82,7 +82,7 @@ SELECT string_agg(m->>'transactionId', ',') AS queue_resumes
 SELECT transaction_id, error FROM queen.log_dlq;
 SELECT key, value FROM queen_streams.state;
 SELECT queen_streams.register_query('{"name":"up.q","source_queue":"up","config_hash":"h1"}')->>'fresh' AS still_registered;
--- The 0.2.0 functions work on the updated database.
+-- The 0.2.0 and 0.3.0 functions work on the updated database.
 SELECT queen.maintenance()->>'maintenanceMode' AS maintenance;
 
 -- The updated schema is a fresh install's.
