@@ -48,7 +48,7 @@ BEGIN
 		a := SQLSTATE || ': ' || SQLERRM || coalesce(' (' || nullif(d, '') || ')', '');
 	END;
 	BEGIN
-		b := pg_temp.norm(queen.push_text(t, tenant));
+		b := pg_temp.norm(queen.push_text(t, tenant)::jsonb);
 		RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = b;
 	EXCEPTION WHEN SQLSTATE 'QS999' THEN
 		b := SQLERRM;
@@ -133,11 +133,11 @@ SELECT pg_temp.both('');
 -- A duplicate of a committed push answers the original's id, as push does.
 CREATE TEMP TABLE orig AS
 SELECT queen.push_text('{"items":[{"queue":"dup","payload":1,"transactionId":"o1"},
-                                  {"queue":"dup","payload":2,"transactionId":"o2"}]}') AS r;
+                                  {"queue":"dup","payload":2,"transactionId":"o2"}]}')::jsonb AS r;
 CREATE TEMP TABLE again AS
 SELECT queen.push_text('{"items":[{"queue":"dup","payload":9,"transactionId":"o2"},
                                   {"queue":"dup","payload":3,"transactionId":"o3"},
-                                  {"queue":"dup","payload":9,"transactionId":"o1"}]}') AS r;
+                                  {"queue":"dup","payload":9,"transactionId":"o1"}]}')::jsonb AS r;
 SELECT x->>'transaction_id' AS txn, x->>'status' AS status,
        x->>'message_id' = (SELECT o->>'message_id' FROM orig, jsonb_array_elements(orig.r) o
                             WHERE o->>'transaction_id' = x->>'transaction_id') AS original_id
@@ -150,7 +150,7 @@ SELECT x->>'status' AS status FROM jsonb_array_elements(queen.push_text(
   '{"items":[{"queue":"raw","payload": { "b" : 1,  "a":[1 , 2.50] } ,"transactionId":"r1"},
              {"queue":"raw","data":"h\u00e9 \"q\"","transactionId":"r2"},
              {"queue":"raw","payload":-0.0e0,"transactionId":"r3"},
-             {"queue":"raw","transactionId":"r4"}]}', NULL, 'alice')) x;
+             {"queue":"raw","transactionId":"r4"}]}', NULL, 'alice')::jsonb) x;
 SELECT x->>'status' AS status FROM jsonb_array_elements(queen.push(
   '{"items":[{"queue":"raw","payload": { "b" : 1,  "a":[1 , 2.50] } ,"transactionId":"j1"}]}')) x;
 SELECT f.transaction_id, f.payload, f.producer_sub
@@ -171,7 +171,7 @@ SELECT '{"items":[' || string_agg(
               ELSE format('{"queue":"bigt","transactionId":"t%s","payload":[%s, "x"]}', i % 75000, i) END,
          ',' ORDER BY i) || ']}' AS t
   FROM generate_series(1, 100000) i;
-CREATE TEMP TABLE big_res AS SELECT queen.push_text(t) AS r FROM big_text;
+CREATE TEMP TABLE big_res AS SELECT queen.push_text(t)::jsonb AS r FROM big_text;
 SELECT e->>'status' AS status, count(*) FROM big_res, jsonb_array_elements(r) e GROUP BY 1 ORDER BY 1;
 SELECT p.name, s.end_offset - s.base_offset + 1 AS frames,
        (SELECT count(*) FILTER (WHERE f.payload = CASE WHEN p.name = 'even' THEN format('{"i": %s}', 2 * f.idx + 2)
@@ -187,8 +187,8 @@ CREATE TEMP TABLE retry_body AS
 SELECT '{"items":[' || string_agg(format('{"queue":"retryq","partition":"p%s","transactionId":"rt%s","payload":{"i":%s,"pad":"%s"}}',
          i % 3, i, i, repeat('x', 2000)), ',') || ']}' AS t
   FROM generate_series(1, 3000) i;
-CREATE TEMP TABLE retry_orig AS SELECT queen.push_text(t) AS r FROM retry_body;
-CREATE TEMP TABLE retry_again AS SELECT queen.push_text(t) AS r1, queen.push(t::jsonb) AS r2 FROM retry_body;
+CREATE TEMP TABLE retry_orig AS SELECT queen.push_text(t)::jsonb AS r FROM retry_body;
+CREATE TEMP TABLE retry_again AS SELECT queen.push_text(t)::jsonb AS r1, queen.push(t::jsonb) AS r2 FROM retry_body;
 WITH o AS (SELECT n, x FROM retry_orig, jsonb_array_elements(r) WITH ORDINALITY e(x, n)),
      t AS (SELECT n, x FROM retry_again, jsonb_array_elements(r1) WITH ORDINALITY e(x, n)),
      j AS (SELECT n, x FROM retry_again, jsonb_array_elements(r2) WITH ORDINALITY e(x, n))

@@ -123,6 +123,7 @@ extern void qsj_time(QsJson *j, const char *key, TimestampTz ts);	/* microsecond
 extern void qsj_time_ms(QsJson *j, const char *key, TimestampTz ts);	/* milliseconds, as the admin reads */
 extern void qsj_time_ms_or_null(QsJson *j, const char *key, bool has, TimestampTz ts);
 extern Jsonb *qsj_jsonb(QsJson *j);
+extern text *qsj_json(QsJson *j);
 extern void qs_format_time(TimestampTz ts, char *out);	/* out: 32 bytes */
 
 /* jsonb_value.c: JSON text to a JsonbValue, to build answers as jsonb directly */
@@ -157,6 +158,7 @@ typedef struct QsPlan
 	int			nargs;
 	Oid			argtypes[QS_MAX_PLAN_ARGS];
 	SPIPlanPtr	plan;
+	bool		generic;		/* always the generic plan (.generic = true) */
 } QsPlan;
 
 extern int	qs_exec(QsPlan *p, Datum *values, const char *nulls, long tcount);

@@ -2,9 +2,8 @@
  * json_out.c: append JSON text to a buffer, then turn it into jsonb once.
  *
  * Responses embed stored payloads verbatim (they are JSON text already), so
- * building text and parsing it once is the simplest path. The hot answers
- * (push_text's, pop's) are built as jsonb values directly instead: there the
- * parse of their own keys and ids cost more than building them.
+ * building text and parsing it once is the simplest path; the answers of the
+ * text entries (queen.push_text, queen.pop_text) are this text itself.
  */
 #include "common/common.h"
 
@@ -20,6 +19,34 @@ qsj_init(QsJson *j)
 	j->first[0] = true;
 }
 
+/*
+ * A JSON string of `len` bytes. Ids, names and keys rarely need escaping:
+ * they are copied whole; the rest goes through escape_json.
+ */
+static void
+put_string(StringInfo buf, const char *s, int len)
+{
+	for (int i = 0; i < len; i++)
+	{
+		unsigned char ch = (unsigned char) s[i];
+
+		if (ch < 0x20 || ch == '"' || ch == '\\')
+		{
+			char	   *copy = pnstrdup(s, len);
+
+			escape_json(buf, copy);
+			pfree(copy);
+			return;
+		}
+	}
+	enlargeStringInfo(buf, len + 2);
+	buf->data[buf->len++] = '"';
+	memcpy(buf->data + buf->len, s, len);
+	buf->len += len;
+	buf->data[buf->len++] = '"';
+	buf->data[buf->len] = '\0';
+}
+
 static void
 qsj_key(QsJson *j, const char *key)
 {
@@ -28,7 +55,7 @@ qsj_key(QsJson *j, const char *key)
 	j->first[j->depth] = false;
 	if (key)
 	{
-		escape_json(&j->buf, key);
+		put_string(&j->buf, key, strlen(key));
 		appendStringInfoChar(&j->buf, ':');
 	}
 }
@@ -68,18 +95,20 @@ qsj_str(QsJson *j, const char *key, const char *val)
 {
 	qsj_key(j, key);
 	if (val)
-		escape_json(&j->buf, val);
+		put_string(&j->buf, val, strlen(val));
 	else
 		appendStringInfoString(&j->buf, "null");
 }
 
+/* `len` bytes of text, which hold no NUL (a JSON string's value cannot) */
 void
 qsj_strn(QsJson *j, const char *key, const char *val, int len)
 {
-	char	   *s = pnstrdup(val, len);
-
-	qsj_str(j, key, s);
-	pfree(s);
+	qsj_key(j, key);
+	if (val)
+		put_string(&j->buf, val, len);
+	else
+		appendStringInfoString(&j->buf, "null");
 }
 
 void
@@ -161,6 +190,14 @@ qsj_jsonb(QsJson *j)
 {
 	Assert(j->depth == 0);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(j->buf.data)));
+}
+
+/* The text as a json datum: valid JSON by construction, so nothing is parsed. */
+text *
+qsj_json(QsJson *j)
+{
+	Assert(j->depth == 0);
+	return cstring_to_text_with_len(j->buf.data, j->buf.len);
 }
 
 /* Queen's SP timestamps: UTC with milliseconds, YYYY-MM-DDTHH:MI:SS.mmmZ. */

@@ -2,6 +2,10 @@
  * spi_plan.c: statements prepared once per backend (SPI_keepplan) and run
  * with parameters. Plans revalidate themselves after DDL, so a dropped and
  * re-created extension keeps working in the same backend.
+ *
+ * A plan marked generic skips the plan cache's custom plans: a range or a
+ * LIMIT given as a parameter makes the generic plan look dearer than it is,
+ * so without the mark such a statement is planned again at every call.
  */
 #include "common/common.h"
 
@@ -10,7 +14,8 @@ qs_plan(QsPlan *p)
 {
 	if (p->plan == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(p->sql, p->nargs, p->argtypes);
+		SPIPlanPtr	plan = SPI_prepare_cursor(p->sql, p->nargs, p->argtypes,
+											  p->generic ? CURSOR_OPT_GENERIC_PLAN : 0);
 
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed (%s) for: %s",

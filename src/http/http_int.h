@@ -279,6 +279,8 @@ extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern void qs_http_raise_bad_body(MemoryContext cxt);
 extern const char *qs_http_query_value(QsReq *req, const char *key);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
+extern char *qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into,
+							   int *len);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 extern void qs_http_count(QsReq *req);
 extern void qs_http_count_status(QsRouteId route, int status);

@@ -191,6 +191,29 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 	return jb;
 }
 
+/* The same for a function answering JSON text (json or text): the text, copied into `into`. */
+char *
+qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into, int *len)
+{
+	bool		isnull;
+	Datum		d;
+	text	   *t;
+	char	   *out;
+
+	qs_exec((QsPlan *) plan, args, nulls, 1);
+	if (SPI_processed != 1)
+		elog(ERROR, "%s returned no row", ((QsPlan *) plan)->sql);
+	d = qs_col(0, 1, &isnull);
+	if (isnull)
+		elog(ERROR, "%s returned NULL", ((QsPlan *) plan)->sql);
+	t = DatumGetTextPP(d);
+	*len = VARSIZE_ANY_EXHDR(t);
+	out = MemoryContextAlloc(into, *len + 1);
+	memcpy(out, VARDATA_ANY(t), *len);
+	out[*len] = '\0';
+	return out;
+}
+
 /*
  * The status of a call that raised, by SQLSTATE: invalid input (22023,
  * 22P02, numbers and dates that do not parse or fit) is 400, a named thing

@@ -38,19 +38,25 @@ typedef struct AckItem
 } AckItem;
 
 static QsPlan owner_plan = {
-	"SELECT q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries, p.txns_start,"
-	"       q.retry_delay"
-	"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	"SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
 	" WHERE p.id = $1 AND q.tenant_id = $2",
 	2, {UUIDOID, UUIDOID}
 };
 
-static QsPlan lock_consumer_plan = {
-	"SELECT committed, batch_end, worker_id,"
-	"       lease_expires_at IS NULL OR lease_expires_at < clock_timestamp(),"
-	"       batch_retry_count"
-	"  FROM queen.log_consumers WHERE partition_id = $1 AND consumer_group = $2 FOR UPDATE",
-	2, {UUIDOID, TEXTOID}
+/*
+ * The partition's settings and its cursor row locked, in one statement (the
+ * common case); owner_plan alone tells "not owned" from "no cursor".
+ */
+static QsPlan owner_lock_plan = {
+	"SELECT q.retry_limit, q.dead_letter_queue OR q.dlq_after_max_retries, p.txns_start,"
+	"       q.retry_delay, c.committed, c.batch_end, c.worker_id,"
+	"       c.lease_expires_at IS NULL OR c.lease_expires_at < clock_timestamp(),"
+	"       c.batch_retry_count"
+	"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	"  JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $3"
+	" WHERE p.id = $1 AND q.tenant_id = $2"
+	" FOR UPDATE OF c",
+	3, {UUIDOID, UUIDOID, TEXTOID}
 };
 
 /*
@@ -419,30 +425,26 @@ load_group(const pg_uuid_t *tenant, AckGroup *g)
 
 	g->args[0] = qs_uuid_datum(&items[0]->pid);
 	g->args[1] = qs_uuid_datum(tenant);
-	qs_exec(&owner_plan, g->args, NULL, 1);
+	g->args[2] = CStringGetTextDatum(items[0]->group);
+	qs_exec(&owner_lock_plan, g->args, NULL, 1);
 	if (SPI_processed != 1)
 	{
-		fail_all(items, g->n, "partition not owned by tenant");
+		qs_exec(&owner_plan, g->args, NULL, 1);
+		fail_all(items, g->n, SPI_processed != 1 ? "partition not owned by tenant"
+				 : "consumer not found");
 		return false;
 	}
 	g->retry_limit = DatumGetInt32(qs_col(0, 1, &isnull));
 	g->dlq_enabled = qs_col_bool(0, 2, true);
 	g->txns_start = qs_col_int64(0, 3, 0);
 	g->retry_delay = DatumGetInt32(qs_col(0, 4, &isnull));
-
-	g->args[1] = CStringGetTextDatum(items[0]->group);
-	qs_exec(&lock_consumer_plan, g->args, NULL, 1);
-	if (SPI_processed != 1)
-	{
-		fail_all(items, g->n, "consumer not found");
-		return false;
-	}
-	g->committed = qs_col_int64(0, 1, -1);
-	g->batch_end = DatumGetInt64(qs_col(0, 2, &isnull));
+	g->committed = qs_col_int64(0, 5, -1);
+	g->batch_end = DatumGetInt64(qs_col(0, 6, &isnull));
 	g->have_batch = !isnull;
-	g->holder = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-	g->expired = qs_col_bool(0, 4, true);
-	g->retry_count = DatumGetInt32(qs_col(0, 5, &isnull));
+	g->holder = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7);
+	g->expired = qs_col_bool(0, 8, true);
+	g->retry_count = DatumGetInt32(qs_col(0, 9, &isnull));
+	g->args[1] = g->args[2];	/* later statements take (partition, group, ...) */
 
 	/*
 	 * The lease is checked only when the client names one (Queen's rule);

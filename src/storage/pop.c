@@ -29,7 +29,8 @@ typedef struct PopCtx
 	bool		seek;			/* group starts at the first segment >= seek_ts */
 	TimestampTz seek_ts;
 	char		worker[QS_UUID_STRLEN + 1];
-	JsonbValue *msgs;			/* the answer's messages, in `outer` */
+	QsJson	   *text;			/* queen.pop_text: the messages as JSON text, in `outer` */
+	JsonbValue *msgs;			/* queen.pop: the answer's messages, in `outer` */
 	int			nmsgs;
 	int			msgs_cap;
 	char	   *cur_pid;		/* copies in `outer` of the partition being read */
@@ -93,11 +94,13 @@ static QsPlan newest_plan = {
 	1, {UUIDOID}
 };
 
-static QsPlan claim_plan = {
-	"SELECT committed FROM queen.log_consumers"
-	" WHERE partition_id = $1 AND consumer_group = $2"
-	"   AND (lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())"
-	" FOR UPDATE SKIP LOCKED",
+/* The claim and the partition's state in one statement (the common case). */
+static QsPlan claim_state_plan = {
+	"SELECT c.committed, p.last_offset, p.log_start"
+	"  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id"
+	" WHERE c.partition_id = $1 AND c.consumer_group = $2"
+	"   AND (c.lease_expires_at IS NULL OR c.lease_expires_at < clock_timestamp())"
+	" FOR UPDATE OF c SKIP LOCKED",
 	2, {UUIDOID, TEXTOID}
 };
 
@@ -132,7 +135,22 @@ static QsPlan consumer_insert_plan = {
 static QsPlan segments_from_plan = {
 	"SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments"
 	" WHERE partition_id = $1 AND base_offset >= $2 ORDER BY base_offset LIMIT $3",
-	3, {UUIDOID, INT8OID, INT4OID}
+	3, {UUIDOID, INT8OID, INT4OID}, .generic = true
+};
+
+/*
+ * The first chunk starts at the segment holding $2 (a batch may start
+ * mid-segment) and is short: segments are read whole, and a batch of
+ * large segments needs one or two.
+ */
+#define FIRST_CHUNK 2
+static QsPlan segments_covering_plan = {
+	"SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments"
+	" WHERE partition_id = $1 AND base_offset >= COALESCE("
+	"       (SELECT max(s.base_offset) FROM queen.log_segments s"
+	"         WHERE s.partition_id = $1 AND s.base_offset <= $2), $2)"
+	" ORDER BY base_offset LIMIT $3",
+	3, {UUIDOID, INT8OID, INT4OID}, .generic = true
 };
 
 static QsPlan seal_plan = {
@@ -269,9 +287,47 @@ set_pairs(JsonbPair *p, const char *const *keys, int n)
 	}
 }
 
+/* queen.pop_text's message: the same members, as text, the payload as stored. */
 static void
-emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
-			 const char *pid_str, const char *pname)
+emit_message_text(PopCtx *c, const QsFrame *f, TimestampTz created_at,
+				  const char *pid_str, const char *pname)
+{
+	QsJson	   *j = c->text;
+	pg_uuid_t	id;
+	char	   *plain = NULL;
+	int			plen = 0;
+
+	memcpy(id.data, f->id, UUID_LEN);
+	qsj_object(j, NULL);
+	qsj_uuid(j, "id", &id);
+	qsj_strn(j, "transactionId", f->txn, f->txn_len);
+	qsj_strn(j, "partitionId", pid_str, QS_UUID_STRLEN);
+	qsj_str(j, "partition", pname);
+	qsj_str(j, "consumerGroup", c->group);
+	qsj_str(j, "leaseId", c->auto_ack ? "" : c->worker);
+	qsj_time(j, "createdAt", created_at);
+	if (f->trace)
+	{
+		pg_uuid_t	t;
+
+		memcpy(t.data, f->trace, UUID_LEN);
+		qsj_uuid(j, "traceId", &t);
+	}
+	else
+		qsj_null(j, "traceId");
+	qsj_strn(j, "producerSub", f->psub, f->psub_len);
+	if ((f->flags & QS_FLAG_ENCRYPTED) &&
+		qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
+		qsj_raw(j, "data", plain, plen);
+	else
+		qsj_raw(j, "data", f->payload, f->payload_len);
+	qsj_end_object(j);
+	c->nmsgs++;
+}
+
+static void
+emit_message_jsonb(PopCtx *c, const QsFrame *f, TimestampTz created_at,
+				   const char *pid_str, const char *pname)
 {
 	static const char *const keys[10] = {
 		"id", "data", "leaseId", "traceId", "createdAt", "partition",
@@ -337,6 +393,16 @@ emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 	MemoryContextSwitchTo(old);
 }
 
+static void
+emit_message(PopCtx *c, const QsFrame *f, TimestampTz created_at,
+			 const char *pid_str, const char *pname)
+{
+	if (c->text)
+		emit_message_text(c, f, created_at, pid_str, pname);
+	else
+		emit_message_jsonb(c, f, created_at, pid_str, pname);
+}
+
 /*
  * Read up to `budget` frames from `wanted` on, emitting them. Returns the
  * number taken and sets *first and *last to the first and last offsets
@@ -357,28 +423,27 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 {
 	Datum		args[3];
 	int64		start = wanted;
-	int64		cov_base,
-				cov_end;
 	int			taken = 0;
+	bool		first_chunk = true;
 	TimestampTz hide_after = 0;
 
 	*any_segment = false;
 	*fenced = false;
-	if (qs_segment_covering(pid, wanted, &cov_base, &cov_end))
-		start = cov_base;		/* the batch starts mid-segment */
 	args[0] = pid;
 
 	if (c->delayed > 0)
 		hide_after = GetCurrentTimestamp() - (TimestampTz) c->delayed * USECS_PER_SEC;
 
-	args[2] = Int32GetDatum(SEGMENT_CHUNK);
 	while (taken < c->budget)
 	{
 		uint64		nrows;
 		bool		stop = false;
+		int			chunk = first_chunk ? FIRST_CHUNK : SEGMENT_CHUNK;
 
 		args[1] = Int64GetDatum(start);
-		qs_exec(&segments_from_plan, args, NULL, 0);
+		args[2] = Int32GetDatum(chunk);
+		qs_exec(first_chunk ? &segments_covering_plan : &segments_from_plan, args, NULL, 0);
+		first_chunk = false;
 		nrows = SPI_processed;
 		for (uint64 r = 0; r < nrows && taken < c->budget; r++)
 		{
@@ -428,7 +493,7 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 			wanted = *last + 1;
 		}
 		SPI_freetuptable(SPI_tuptable);
-		if (stop || nrows < SEGMENT_CHUNK)
+		if (stop || nrows < (uint64) chunk)
 			break;
 	}
 	return taken;
@@ -452,11 +517,25 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	bool		isnull;
 
 	args[0] = pid;
-	qs_exec(&partition_state_plan, args, NULL, 1);
-	if (SPI_processed != 1)
-		return 0;
-	last_offset = qs_col_int64(0, 1, -1);
-	log_start = qs_col_int64(0, 2, 0);
+	args[1] = grp;
+	qs_exec(&claim_state_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+	{
+		qs_exec(&exists_plan, args, NULL, 1);
+		if (SPI_processed > 0)
+			return 0;			/* leased, or locked by a concurrent pop */
+		qs_exec(&partition_state_plan, args, NULL, 1);
+		if (SPI_processed != 1)
+			return 0;
+		if (!create_cursor(c, pid, grp, qs_col_int64(0, 1, -1), qs_col_int64(0, 2, 0)))
+			return 0;
+		qs_exec(&claim_state_plan, args, NULL, 1);
+		if (SPI_processed == 0)
+			return 0;
+	}
+	committed = qs_col_int64(0, 1, -1);
+	last_offset = qs_col_int64(0, 2, -1);
+	log_start = qs_col_int64(0, 3, 0);
 
 	if (c->window_buffer > 0)
 	{
@@ -466,21 +545,6 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 			GetCurrentTimestamp() - (TimestampTz) c->window_buffer * USECS_PER_SEC)
 			return 0;			/* still being written: debounce */
 	}
-
-	args[1] = grp;
-	qs_exec(&claim_plan, args, NULL, 1);
-	if (SPI_processed == 0)
-	{
-		qs_exec(&exists_plan, args, NULL, 1);
-		if (SPI_processed > 0)
-			return 0;			/* leased, or locked by a concurrent pop */
-		if (!create_cursor(c, pid, grp, last_offset, log_start))
-			return 0;
-		qs_exec(&claim_plan, args, NULL, 1);
-		if (SPI_processed == 0)
-			return 0;
-	}
-	committed = qs_col_int64(0, 1, -1);
 
 	qs_uuid_format(DatumGetUUIDP(pid), pid_str);
 	taken = 0;
@@ -530,11 +594,16 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	return taken;
 }
 
-/* SQL: queen.pop(queue, partition, consumer_group, batch, lease_seconds,
- *                auto_ack, tenant, subscription_mode, subscription_from, partitions) */
-PG_FUNCTION_INFO_V1(qs_pop);
-Datum
-qs_pop(PG_FUNCTION_ARGS)
+static Datum answer_jsonb(PopCtx *c);
+static Datum answer_text(PopCtx *c);
+
+/*
+ * queen.pop and queen.pop_text: (queue, partition, consumer_group, batch,
+ * lease_seconds, auto_ack, tenant, subscription_mode, subscription_from,
+ * partitions); the answer as jsonb, or as JSON text.
+ */
+static Datum
+pop_common(FunctionCallInfo fcinfo, bool as_text)
 {
 	PopCtx		c;
 	char	   *partition = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
@@ -591,6 +660,12 @@ qs_pop(PG_FUNCTION_ARGS)
 		from_ts = qs_parse_timestamp(from, "subscriptionFrom");
 
 	c.outer = CurrentMemoryContext;
+	if (as_text)
+	{
+		c.text = palloc(sizeof(QsJson));
+		qsj_init(c.text);
+		qsj_array(c.text, NULL);
+	}
 
 	qs_spi_connect();
 	args[0] = qs_uuid_datum(&c.tenant);
@@ -649,43 +724,91 @@ qs_pop(PG_FUNCTION_ARGS)
 		}
 	}
 	qs_spi_finish();
+	return as_text ? answer_text(&c) : answer_jsonb(&c);
+}
 
+PG_FUNCTION_INFO_V1(qs_pop);
+Datum
+qs_pop(PG_FUNCTION_ARGS)
+{
+	return pop_common(fcinfo, false);
+}
+
+PG_FUNCTION_INFO_V1(qs_pop_text);
+Datum
+qs_pop_text(PG_FUNCTION_ARGS)
+{
+	return pop_common(fcinfo, true);
+}
+
+static Datum
+answer_jsonb(PopCtx *c)
+{
+	static const char *const keys[8] = {
+		"queue", "leaseId", "success", "messages", "partition",
+		"partitionId", "consumerGroup", "partitionsClaimed"
+	};
+	JsonbPair	p[8];
+	JsonbValue	top;
+	char		pid_str[QS_UUID_STRLEN + 1];
+
+	set_pairs(p, keys, 8);
+	str_value(&p[0].value, c->queue, strlen(c->queue));
+	p[2].value.type = jbvBool;
+	p[2].value.val.boolean = true;
+	p[3].value.type = jbvArray;
+	p[3].value.val.array.nElems = c->nmsgs;
+	p[3].value.val.array.elems = c->msgs;
+	p[3].value.val.array.rawScalar = false;
+	if (c->claimed > 0)
 	{
-		static const char *const keys[8] = {
-			"queue", "leaseId", "success", "messages", "partition",
-			"partitionId", "consumerGroup", "partitionsClaimed"
-		};
-		JsonbPair	p[8];
-		JsonbValue	top;
-		char		pid_str[QS_UUID_STRLEN + 1];
-
-		set_pairs(p, keys, 8);
-		str_value(&p[0].value, c.queue, strlen(c.queue));
-		p[2].value.type = jbvBool;
-		p[2].value.val.boolean = true;
-		p[3].value.type = jbvArray;
-		p[3].value.val.array.nElems = c.nmsgs;
-		p[3].value.val.array.elems = c.msgs;
-		p[3].value.val.array.rawScalar = false;
-		if (c.claimed > 0)
-		{
-			str_value(&p[1].value, c.auto_ack ? "" : c.worker, c.auto_ack ? 0 : strlen(c.worker));
-			str_value(&p[4].value, c.first_name, strlen(c.first_name));
-			qs_uuid_format(&c.first_pid, pid_str);
-			str_value(&p[5].value, pid_str, QS_UUID_STRLEN);
-		}
-		else
-		{
-			str_value(&p[1].value, NULL, 0);
-			str_value(&p[4].value, NULL, 0);
-			str_value(&p[5].value, NULL, 0);
-		}
-		str_value(&p[6].value, c.group, strlen(c.group));
-		p[7].value.type = jbvNumeric;
-		p[7].value.val.numeric = int64_to_numeric(c.claimed);
-		top.type = jbvObject;
-		top.val.object.nPairs = 8;
-		top.val.object.pairs = p;
-		PG_RETURN_JSONB_P(JsonbValueToJsonb(&top));
+		str_value(&p[1].value, c->auto_ack ? "" : c->worker, c->auto_ack ? 0 : strlen(c->worker));
+		str_value(&p[4].value, c->first_name, strlen(c->first_name));
+		qs_uuid_format(&c->first_pid, pid_str);
+		str_value(&p[5].value, pid_str, QS_UUID_STRLEN);
 	}
+	else
+	{
+		str_value(&p[1].value, NULL, 0);
+		str_value(&p[4].value, NULL, 0);
+		str_value(&p[5].value, NULL, 0);
+	}
+	str_value(&p[6].value, c->group, strlen(c->group));
+	p[7].value.type = jbvNumeric;
+	p[7].value.val.numeric = int64_to_numeric(c->claimed);
+	top.type = jbvObject;
+	top.val.object.nPairs = 8;
+	top.val.object.pairs = p;
+	PG_RETURN_JSONB_P(JsonbValueToJsonb(&top));
+}
+
+/* The same members; the messages last, so a reader finds the lease first. */
+static Datum
+answer_text(PopCtx *c)
+{
+	QsJson		j;
+
+	qsj_end_array(c->text);
+	qsj_init(&j);
+	enlargeStringInfo(&j.buf, c->text->buf.len + 512);
+	qsj_object(&j, NULL);
+	qsj_bool(&j, "success", true);
+	qsj_str(&j, "queue", c->queue);
+	qsj_str(&j, "consumerGroup", c->group);
+	if (c->claimed > 0)
+	{
+		qsj_str(&j, "leaseId", c->auto_ack ? "" : c->worker);
+		qsj_str(&j, "partition", c->first_name);
+		qsj_uuid(&j, "partitionId", &c->first_pid);
+	}
+	else
+	{
+		qsj_null(&j, "leaseId");
+		qsj_null(&j, "partition");
+		qsj_null(&j, "partitionId");
+	}
+	qsj_int(&j, "partitionsClaimed", c->claimed);
+	qsj_raw(&j, "messages", c->text->buf.data, c->text->buf.len);
+	qsj_end_object(&j);
+	PG_RETURN_TEXT_P(qsj_json(&j));
 }

@@ -438,74 +438,34 @@ pt_scalar(void *state, char *token, JsonTokenType type)
 }
 
 /*
- * One result per item, as queen.push answers, built as a jsonb value
- * directly: each object's keys are already in jsonb's order (shorter
- * first), so nothing is sorted or parsed.
+ * One result per item, as queen.push answers (its members, in jsonb's key
+ * order), written once as JSON text.
  */
-static void
-str_value(JsonbValue *v, const char *s, int len)
-{
-	if (s == NULL)
-	{
-		v->type = jbvNull;
-		return;
-	}
-	v->type = jbvString;
-	v->val.string.val = (char *) s;
-	v->val.string.len = len;
-}
-
-static Jsonb *
+static text *
 answer(QsPushItem *items, int n)
 {
-	static const char *const keys[7] = {
-		"index", "status", "trace_id", "queueName", "message_id", "partition_id", "transaction_id"
-	};
-	JsonbValue	arr;
-	JsonbValue *elems = palloc(sizeof(JsonbValue) * Max(n, 1));
-	JsonbPair  *pairs = palloc(sizeof(JsonbPair) * 7 * Max(n, 1));
-	char	   *ids = palloc((Size) (QS_UUID_STRLEN + 1) * 3 * Max(n, 1));
+	QsJson		j;
 
+	qsj_init(&j);
+	enlargeStringInfo(&j.buf, n * 200);
+	qsj_array(&j, NULL);
 	for (int i = 0; i < n; i++)
 	{
 		QsPushItem *it = &items[i];
-		JsonbPair  *p = &pairs[7 * i];
-		char	   *id = ids + (Size) (QS_UUID_STRLEN + 1) * 3 * i;
 
 		CHECK_FOR_INTERRUPTS();
-		for (int k = 0; k < 7; k++)
-		{
-			str_value(&p[k].key, keys[k], strlen(keys[k]));
-			p[k].order = k;
-		}
-		p[0].value.type = jbvNumeric;
-		p[0].value.val.numeric = int64_to_numeric(i);
-		if (it->status == QS_PUSH_QUEUED)
-			str_value(&p[1].value, "queued", 6);
-		else
-			str_value(&p[1].value, "duplicate", 9);
-		if (it->has_trace)
-		{
-			qs_uuid_format(&it->trace, id + 2 * (QS_UUID_STRLEN + 1));
-			str_value(&p[2].value, id + 2 * (QS_UUID_STRLEN + 1), QS_UUID_STRLEN);
-		}
-		else
-			str_value(&p[2].value, NULL, 0);
-		str_value(&p[3].value, it->queue, strlen(it->queue));
-		qs_uuid_format(&it->result_id, id);
-		str_value(&p[4].value, id, QS_UUID_STRLEN);
-		qs_uuid_format(&it->pid, id + QS_UUID_STRLEN + 1);
-		str_value(&p[5].value, id + QS_UUID_STRLEN + 1, QS_UUID_STRLEN);
-		str_value(&p[6].value, it->txn, it->txn_len);
-		elems[i].type = jbvObject;
-		elems[i].val.object.nPairs = 7;
-		elems[i].val.object.pairs = p;
+		qsj_object(&j, NULL);
+		qsj_int(&j, "index", i);
+		qsj_str(&j, "status", it->status == QS_PUSH_QUEUED ? "queued" : "duplicate");
+		qsj_uuid(&j, "trace_id", it->has_trace ? &it->trace : NULL);
+		qsj_str(&j, "queueName", it->queue);
+		qsj_uuid(&j, "message_id", &it->result_id);
+		qsj_uuid(&j, "partition_id", &it->pid);
+		qsj_strn(&j, "transaction_id", it->txn, it->txn_len);
+		qsj_end_object(&j);
 	}
-	arr.type = jbvArray;
-	arr.val.array.nElems = n;
-	arr.val.array.elems = elems;
-	arr.val.array.rawScalar = false;
-	return JsonbValueToJsonb(&arr);
+	qsj_end_array(&j);
+	return qsj_json(&j);
 }
 
 /*
@@ -605,5 +565,5 @@ qs_push_text(PG_FUNCTION_ARGS)
 	/* the groups live in SPI memory: the answer reads only the items */
 	(void) qs_push_finish(st.batch, &tenant, st.items, st.nitems, &ng);
 	qs_spi_finish();
-	PG_RETURN_JSONB_P(answer(st.items, st.nitems));
+	PG_RETURN_TEXT_P(answer(st.items, st.nitems));
 }
