@@ -13,6 +13,7 @@ OBJS = \
 	src/common/guc.o \
 	src/common/hooks.o \
 	src/common/json_out.o \
+	src/common/json_scan.o \
 	src/common/jsonb_value.o \
 	src/common/jwt.o \
 	src/common/json_in.o \

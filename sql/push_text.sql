@@ -130,6 +130,31 @@ SELECT pg_temp.both('{"items":[{"queue":"a"}]} x');
 SELECT pg_temp.both('{"items":[{"queue":"a",}]}');
 SELECT pg_temp.both('');
 
+-- The scanner of the common request and the parser it falls back to agree:
+-- white space, escapes, literals, numbers, nesting, escaped keys and ids.
+SELECT pg_temp.both(E' \n\t{ "items" :\r[ { "queue" : "ws" , "payload" : { } , "data" : [ ] } ] } \n');
+SELECT pg_temp.both('{"items":[{"queue":"esc","payload":"a\"b\\c\/d\b\f\n\r\t","transactionId":"e1"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"esc","transactionId":"with \"quotes\""}]}');
+SELECT pg_temp.both('{"it\u0065ms":[{"queue":"escaped-items"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"lit","payload":[true,false,null,-0,0.5,-1.25e-3,1E2,{"":[]}]}]}');
+SELECT pg_temp.both('{"items":[{"queue":"lit","payload":truex}]}');
+SELECT pg_temp.both('{"items":[{"queue":"lit","payload":nul}]}');
+SELECT pg_temp.both('{"items":[{"queue":"num","payload":1a}]}');
+SELECT pg_temp.both('{"items":[{"queue":"num","payload":01}]}');
+SELECT pg_temp.both('{"items":[{"queue":"num","payload":-}]}');
+SELECT pg_temp.both('{"items":[{"queue":"num","payload":1.}]}');
+SELECT pg_temp.both('{"items":[{"queue":"num","payload":.5}]}');
+SELECT pg_temp.both('{"items":[{"queue":"num","payload":1e}]}');
+SELECT pg_temp.both(E'{"items":[{"queue":"ctl","payload":"tab\there"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"bad-escape","payload":"\x"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"nest","payload":' || repeat('[', 500) || repeat(']', 500) || '}]}');
+SELECT pg_temp.both('{"items":[{"queue":"nest","payload":' || repeat('{"a":', 600) || '1' || repeat('}', 600) || '}]}');
+SELECT pg_temp.both('{"items":[{"queue":"nest","payload":' || repeat('[', 600) || repeat(']', 599) || '}]}');
+SELECT pg_temp.both('{"items":[{"queue":"colon" "payload":1}]}');
+SELECT pg_temp.both('{"items":[{"queue":"comma","payload":1},]}');
+SELECT pg_temp.both('{"items":[{"queue":"obj","payload":{"a":1,"b"}}]}');
+SELECT pg_temp.both('{"items":[{"queue":"obj","payload":{1:2}}]}');
+
 -- A duplicate of a committed push answers the original's id, as push does.
 CREATE TEMP TABLE orig AS
 SELECT queen.push_text('{"items":[{"queue":"dup","payload":1,"transactionId":"o1"},

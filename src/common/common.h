@@ -97,6 +97,18 @@ extern const pg_uuid_t qs_default_tenant;
 extern void qs_tenant_arg(FunctionCallInfo fcinfo, int argno, pg_uuid_t *out);
 extern Datum qs_uuid_datum(const pg_uuid_t *u);
 
+/* json_scan.c: a strict JSON scanner that gives up where PostgreSQL's parser must decide */
+typedef struct QsScan
+{
+	const char *p;				/* the next byte */
+	const char *end;
+} QsScan;
+
+extern void qs_scan_ws(QsScan *s);
+extern bool qs_scan_string(QsScan *s, bool *escaped);
+extern bool qs_scan_skip(QsScan *s);
+extern void qs_scan_check_number(const char *token, int len);
+
 /* json_out.c: a small writer that appends JSON text to a StringInfo */
 #define QSJ_MAX_DEPTH 16
 typedef struct QsJson

@@ -26,6 +26,12 @@
  *   is not enough, the partition holding the most stops being cached and is
  *   probed by reading its window (the uncached probe, always correct), as
  *   is any partition when the library was not preloaded.
+ * - Most probes look up hashes the cache does not hold (fresh ids). A
+ *   counting filter beside the hash table (a byte per slot, incremented
+ *   for each entry added and decremented for each removed, sticky once
+ *   full) answers "not cached" from one byte, and a probe prefetches the
+ *   bytes of all its items before reading any: only a possible hit pays
+ *   for the hash table's lookup, which is the same verdict either way.
  * - The cache belongs to the timeline it was filled on. A hot standby
  *   caches nothing (it replays frames it never probed); the first probe or
  *   record after a promotion, on the new timeline, drops whatever an
@@ -89,6 +95,8 @@ typedef struct DedupShared
 
 static DedupShared *shared = NULL;
 static HTAB *hashes = NULL;
+static uint8 *filter = NULL;	/* counting filter: entries per slot, 255 sticky */
+static uint64 filter_slots = 0;	/* a power of two, twice the entries or more */
 static HTAB *parts = NULL;
 static int64 max_entries = 0;
 static int64 max_parts = 0;
@@ -105,7 +113,7 @@ static QsPlan newer_plan = {
 static Size
 dedup_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(DedupShared)),
+	return add_size(add_size(MAXALIGN(sizeof(DedupShared)), MAXALIGN(filter_slots)),
 					add_size(hash_estimate_size(max_entries, sizeof(HashEntry)),
 							 hash_estimate_size(max_parts, sizeof(PartEntry))));
 }
@@ -135,6 +143,9 @@ dedup_shmem_startup(void)
 		shared->lock = &(GetNamedLWLockTranche("queen_streams dedup"))->lock;
 		shared->max_entries = max_entries;
 	}
+	filter = ShmemInitStruct("queen_streams dedup filter", filter_slots, &found);
+	if (!found)
+		memset(filter, 0, filter_slots);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(HashKey);
 	ctl.entrysize = sizeof(HashEntry);
@@ -160,6 +171,9 @@ qs_dedup_shmem_init(void)
 		return;
 	max_entries = Max(qs_dedup_cache_entries, 1024);
 	max_parts = Max(256, max_entries / 64);
+	filter_slots = 1;
+	while (filter_slots < (uint64) max_entries * 2)
+		filter_slots <<= 1;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = dedup_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
@@ -173,6 +187,31 @@ xid_in(const TransactionId *list, int n, TransactionId xid)
 		if (TransactionIdEquals(list[i], xid))
 			return true;
 	return false;
+}
+
+/* The filter's slot of a key: the txn hash's bits are uniform, the pid's mixed in. */
+static inline uint64
+filter_slot(const HashKey *k)
+{
+	uint64		h,
+				a,
+				b;
+
+	memcpy(&h, k->hash, sizeof(h));
+	memcpy(&a, k->pid.data, sizeof(a));
+	memcpy(&b, k->pid.data + 8, sizeof(b));
+	return (h ^ ((a ^ b) * UINT64CONST(0x9E3779B97F4A7C15))) & (filter_slots - 1);
+}
+
+/* Remove an entry (lock held), the filter too. */
+static void
+remove_entry(HashEntry *e)
+{
+	uint8	   *f = &filter[filter_slot(&e->key)];
+
+	if (*f > 0 && *f < 255)
+		(*f)--;
+	hash_search(hashes, &e->key, HASH_REMOVE, NULL);
 }
 
 /* An entry's frame is stored (committed, or this transaction's own). */
@@ -194,7 +233,7 @@ drop_partition(PartEntry *p)
 		hash_seq_init(&seq, hashes);
 		while ((e = hash_seq_search(&seq)) != NULL)
 			if (memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0)
-				hash_search(hashes, &e->key, HASH_REMOVE, NULL);
+				remove_entry(e);
 	}
 	p->entries = 0;
 	p->verified = -1;
@@ -215,7 +254,7 @@ purge_aborted(PartEntry *p)
 	while ((e = hash_seq_search(&seq)) != NULL)
 		if (memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0 && !entry_valid(p, e))
 		{
-			hash_search(hashes, &e->key, HASH_REMOVE, NULL);
+			remove_entry(e);
 			p->entries--;
 		}
 	p->naborted = 0;
@@ -287,7 +326,7 @@ make_room(TimestampTz now)
 		{
 			if (p)
 				p->entries--;
-			hash_search(hashes, &e->key, HASH_REMOVE, NULL);
+			remove_entry(e);
 		}
 	}
 	hash_seq_init(&seq, parts);
@@ -344,6 +383,10 @@ remember(PartEntry *p, const uint8 *h, int64 offset, TimestampTz created_at,
 	}
 	if (!found)
 	{
+		uint8	   *f = &filter[filter_slot(&key)];
+
+		if (*f < 255)
+			(*f)++;
 		p->entries++;
 		e->more = false;
 		e->older_at = DT_NOBEGIN;
@@ -459,7 +502,7 @@ check_timeline(void)
 		return;
 	hash_seq_init(&seq, hashes);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		hash_search(hashes, &e->key, HASH_REMOVE, NULL);
+		remove_entry(e);
 	hash_seq_init(&seq, parts);
 	while ((p = hash_seq_search(&seq)) != NULL)
 		hash_search(parts, &p->pid, HASH_REMOVE, NULL);
@@ -526,6 +569,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	int64		floor = Max(verified, txns_start - 1);
 	bool		any = (probe == NULL);
 	bool		recheck = false;
+	uint64	   *slots;
 
 	/* nothing that can repeat (fresh ids only): no reading at all */
 	for (int i = 0; i < count && !any; i++)
@@ -602,13 +646,25 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 			p->covered_since = since;
 	}
 
+	/* the filter's bytes first, all of them in flight at once */
+	slots = palloc(sizeof(uint64) * count);
+	for (int i = 0; i < count; i++)
+	{
+		HashKey		key;
+
+		memset(&key, 0, sizeof(key));
+		key.pid = *pid;
+		memcpy(key.hash, in + i * QS_HASH_LEN, QS_HASH_LEN);
+		slots[i] = filter_slot(&key);
+		__builtin_prefetch(&filter[slots[i]]);
+	}
 	for (int i = 0; i < count; i++)
 	{
 		HashKey		key;
 		HashEntry  *e;
 
-		if (probe && !probe[i])
-			continue;
+		if ((probe && !probe[i]) || filter[slots[i]] == 0)
+			continue;			/* not cached: no occurrence in the window */
 		memset(&key, 0, sizeof(key));
 		key.pid = *pid;
 		memcpy(key.hash, in + i * QS_HASH_LEN, QS_HASH_LEN);

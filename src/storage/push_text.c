@@ -2,13 +2,15 @@
  * push_text.c: queen.push_text, the push request read as text in one pass
  * (the listener's push route calls it on the raw body).
  *
- * PostgreSQL's JSON parser walks the text once. Each item is checked,
- * grouped and its frame written into its segment buffer (push.c) as soon
- * as its object closes; a payload is copied as the JSON text it is, never
- * turned into jsonb. The parser validates the whole text as jsonb input
- * does (the same lexer with escapes on, numbers checked as numeric), so a
- * text queen.push(text::jsonb) would refuse is refused with the same error,
- * and the answer is queen.push's, item for item.
+ * The text is walked once. Each item is checked, grouped and its frame
+ * written into its segment buffer (push.c) as soon as its object closes; a
+ * payload is copied as the JSON text it is, never turned into jsonb. The
+ * common request is read by a strict scanner (json_scan.c, the fast pass);
+ * whatever it gives up on is read again by PostgreSQL's JSON parser, which
+ * validates the whole text as jsonb input does (the same lexer with escapes
+ * on, numbers checked as numeric). So a text queen.push(text::jsonb) would
+ * refuse is refused with the same error, and the answer is queen.push's,
+ * item for item.
  *
  * queen.push validates a request only once it is parsed, keeping the last
  * of repeated keys (jsonb's rule). Here too: an item's fields are kept
@@ -144,17 +146,11 @@ unskip(PtState *st)
 	}
 }
 
-/*
- * jsonb input turns every number into numeric, which refuses some that
- * JSON's grammar allows (exponents past numeric's range): refuse them here
- * too, with numeric's error. Only an exponent or a thousand digits can.
- */
+/* jsonb input's number check (json_scan.c), so both passes refuse the same numbers. */
 static void
 check_number(const char *token)
 {
-	if (strpbrk(token, "eE") != NULL || strlen(token) >= 1000)
-		(void) DirectFunctionCall3(numeric_in, CStringGetDatum(token),
-								   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	qs_scan_check_number(token, strlen(token));
 }
 
 static void
@@ -487,6 +483,198 @@ qs_push_text_parse_clear(void)
 	in_parse = false;
 }
 
+/* ---------------------------------------------------------------- fast pass */
+
+/*
+ * The common request read with json_scan.c's scanner instead: no \u
+ * escapes, no escaped key or name, one "items" key, no item error. It
+ * fills the same state through the same finish_item. Anything else makes
+ * it return false, and the caller reads the text again with PostgreSQL's
+ * parser from a fresh state, which gives the answer or the error.
+ */
+static JsonTokenType
+token_of(char c)
+{
+	switch (c)
+	{
+		case '"':
+			return JSON_TOKEN_STRING;
+		case '{':
+			return JSON_TOKEN_OBJECT_START;
+		case '[':
+			return JSON_TOKEN_ARRAY_START;
+		case 't':
+			return JSON_TOKEN_TRUE;
+		case 'f':
+			return JSON_TOKEN_FALSE;
+		case 'n':
+			return JSON_TOKEN_NULL;
+		default:
+			return JSON_TOKEN_NUMBER;
+	}
+}
+
+/* A key and its colon, unescaped (false on an escaped one). */
+static bool
+fast_key(QsScan *s, const char **key, int *klen)
+{
+	bool		escaped;
+
+	if (s->p >= s->end || *s->p != '"')
+		return false;
+	*key = s->p + 1;
+	if (!qs_scan_string(s, &escaped) || escaped)
+		return false;
+	*klen = s->p - *key - 1;
+	qs_scan_ws(s);
+	if (s->p >= s->end || *s->p != ':')
+		return false;
+	s->p++;
+	qs_scan_ws(s);
+	return true;
+}
+
+/* After a member or an element: true with *more set, or false on bad text. */
+static bool
+fast_next(QsScan *s, char close, bool *more)
+{
+	qs_scan_ws(s);
+	if (s->p >= s->end)
+		return false;
+	*more = *s->p == ',';
+	if (!*more && *s->p != close)
+		return false;
+	s->p++;
+	qs_scan_ws(s);
+	return true;
+}
+
+static bool
+fast_item(PtState *st, QsScan *s)
+{
+	bool		more = true;
+
+	memset(st->f, 0, sizeof(st->f));
+	s->p++;						/* '{' */
+	qs_scan_ws(s);
+	if (s->p < s->end && *s->p == '}')
+	{
+		s->p++;
+		more = false;
+	}
+	while (more)
+	{
+		const char *key;
+		const char *v;
+		int			klen;
+		int			f = -1;
+
+		if (!fast_key(s, &key, &klen))
+			return false;
+		for (int i = 0; i < F_COUNT; i++)
+			if ((int) strlen(field_names[i]) == klen && memcmp(key, field_names[i], klen) == 0)
+				f = i;
+		v = s->p;
+		if (!qs_scan_skip(s))
+			return false;
+		if (f >= 0)
+		{
+			Field	   *fd = &st->f[f];
+
+			fd->tok = token_of(*v);
+			fd->present = fd->tok != JSON_TOKEN_NULL;
+			fd->start = v;
+			fd->end = s->p;
+			fd->str = NULL;
+			if (fd->tok == JSON_TOKEN_STRING && f != F_PAYLOAD && f != F_DATA)
+			{
+				if (memchr(v, '\\', s->p - v) != NULL)
+					return false;	/* an escaped name or id: the parser unescapes it */
+				fd->str = pnstrdup(v + 1, s->p - v - 2);
+			}
+		}
+		if (!fast_next(s, '}', &more))
+			return false;
+	}
+	CHECK_FOR_INTERRUPTS();
+	finish_item(st);
+	return !st->item_err.set;
+}
+
+static bool
+fast_items(PtState *st, QsScan *s)
+{
+	bool		more = true;
+
+	if (s->p >= s->end || *s->p != '[')
+		return false;
+	s->p++;
+	qs_scan_ws(s);
+	if (s->p < s->end && *s->p == ']')
+	{
+		s->p++;
+		return true;
+	}
+	while (more)
+	{
+		if (s->p >= s->end || *s->p != '{' || !fast_item(st, s) || !fast_next(s, ']', &more))
+			return false;
+	}
+	return true;
+}
+
+static bool
+fast_read(PtState *st, const char *json, int len)
+{
+	QsScan		s = {json, json + len};
+	bool		more = true;
+	bool		seen_items = false;
+
+	qs_scan_ws(&s);
+	if (s.p >= s.end || *s.p != '{')
+		return false;
+	s.p++;
+	qs_scan_ws(&s);
+	while (more)
+	{
+		const char *key;
+		int			klen;
+
+		if (!fast_key(&s, &key, &klen))
+			return false;
+		if (klen == 5 && memcmp(key, "items", 5) == 0)
+		{
+			if (seen_items || !fast_items(st, &s))
+				return false;
+			seen_items = true;
+		}
+		else if (!qs_scan_skip(&s))
+			return false;
+		if (!fast_next(&s, '}', &more))
+			return false;
+	}
+	if (s.p != s.end || !seen_items)
+		return false;
+	st->top = TOP_OBJECT;
+	st->items_kind = ITEMS_ARRAY;
+	return true;
+}
+
+static void
+init_state(PtState *st, const char *psub)
+{
+	memset(st, 0, sizeof(*st));
+	if (psub)
+	{
+		st->psub = psub;
+		st->psub_len = strlen(psub);
+	}
+	st->cap = 64;
+	st->items = palloc(sizeof(QsPushItem) * st->cap);
+	st->field = -1;
+	reset_items(st);
+}
+
 /* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */
 PG_FUNCTION_INFO_V1(qs_push_text);
 Datum
@@ -500,6 +688,7 @@ qs_push_text(PG_FUNCTION_ARGS)
 	JsonSemAction sem;
 	JsonParseErrorType rc;
 	int			ng;
+	char	   *psub = NULL;
 
 	in_parse = false;
 	if (PG_ARGISNULL(0))
@@ -511,38 +700,35 @@ qs_push_text(PG_FUNCTION_ARGS)
 	len = VARSIZE_ANY_EXHDR(req);
 	qs_tenant_arg(fcinfo, 1, &tenant);
 
-	memset(&st, 0, sizeof(st));
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
-	{
-		st.psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
-		st.psub_len = strlen(st.psub);
-	}
-	st.cap = 64;
-	st.items = palloc(sizeof(QsPushItem) * st.cap);
-	st.field = -1;
-	reset_items(&st);
-
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &st;
-	sem.object_start = pt_object_start;
-	sem.object_end = pt_object_end;
-	sem.array_start = pt_array_start;
-	sem.array_end = pt_array_end;
-	sem.object_field_start = pt_field_start;
-	sem.object_field_end = pt_field_end;
-	sem.array_element_start = pt_elem_start;
-	sem.array_element_end = pt_elem_end;
-	sem.scalar = pt_scalar;
-	st.full = sem;
-	st.sem = &sem;
+		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
 
 	in_parse = true;
 	/* a C caller's text is not checked yet: NUL and bad bytes as text input refuses them */
 	(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
-	st.lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
-	rc = pg_parse_json(st.lex, &sem);
-	if (rc != JSON_SUCCESS)
-		json_ereport_error(rc, st.lex);
+	init_state(&st, psub);
+	if (!fast_read(&st, json, len))
+	{
+		/* PostgreSQL's parser on the same text, from a fresh state */
+		init_state(&st, psub);
+		memset(&sem, 0, sizeof(sem));
+		sem.semstate = &st;
+		sem.object_start = pt_object_start;
+		sem.object_end = pt_object_end;
+		sem.array_start = pt_array_start;
+		sem.array_end = pt_array_end;
+		sem.object_field_start = pt_field_start;
+		sem.object_field_end = pt_field_end;
+		sem.array_element_start = pt_elem_start;
+		sem.array_element_end = pt_elem_end;
+		sem.scalar = pt_scalar;
+		st.full = sem;
+		st.sem = &sem;
+		st.lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
+		rc = pg_parse_json(st.lex, &sem);
+		if (rc != JSON_SUCCESS)
+			json_ereport_error(rc, st.lex);
+	}
 	in_parse = false;
 
 	/* the checks of queen.push, in its order */
