@@ -299,10 +299,14 @@ qs_configure(PG_FUNCTION_ARGS)
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }
 
-/* Segments, cursors and subscriptions go by foreign key; these do not. */
+/*
+ * Partitions, cursors and subscriptions go by foreign key; these do not (the
+ * log tables have none: appends would lock the partition row to check it).
+ */
 static QsPlan delete_plan = {
 	"WITH q AS (SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2 FOR UPDATE),"
 	" p AS (SELECT id FROM queen.log_partitions WHERE queue_id IN (SELECT id FROM q)),"
+	" g AS (DELETE FROM queen.log_segments WHERE partition_id IN (SELECT id FROM p)),"
 	" t AS (DELETE FROM queen.log_txns WHERE partition_id IN (SELECT id FROM p)),"
 	" d AS (DELETE FROM queen.log_dlq WHERE partition_id IN (SELECT id FROM p)),"
 	" tr AS (DELETE FROM queen.message_traces WHERE partition_id IN (SELECT id FROM p)),"

@@ -91,10 +91,11 @@ SELECT has_index('queen', 'log_partitions', 'log_partitions_oldest_txn_idx', ARR
 SELECT has_index('queen', 'log_consumers', 'log_consumers_worker_idx', ARRAY['worker_id']);
 SELECT has_index('queen', 'log_dlq', 'log_dlq_partition_failed_idx', ARRAY['partition_id', 'failed_at']);
 
--- Foreign keys: partitions, segments and cursors go with their parent;
--- log_txns and log_dlq deliberately have none.
+-- Foreign keys: partitions and cursors go with their parent; the log
+-- tables (an FK check per append locks the partition row) and log_dlq
+-- deliberately have none: queen.delete_queue deletes them.
 SELECT fk_ok('queen', 'log_partitions', 'queue_id', 'queen', 'queues', 'id');
-SELECT fk_ok('queen', 'log_segments', 'partition_id', 'queen', 'log_partitions', 'id');
+SELECT hasnt_fk('queen', 'log_segments', 'log_segments has no foreign key');
 SELECT fk_ok('queen', 'log_consumers', 'partition_id', 'queen', 'log_partitions', 'id');
 SELECT hasnt_fk('queen', 'log_txns', 'log_txns has no foreign key');
 SELECT hasnt_fk('queen', 'log_dlq', 'log_dlq has no foreign key (retention keeps DLQ rows)');
