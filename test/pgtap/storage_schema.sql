@@ -1,7 +1,7 @@
 -- The storage schema contract (facts §1.1-§1.6): tables, columns, keys,
 -- indexes, blob storage and the signatures of the storage functions.
 BEGIN;
-SELECT plan(113);
+SELECT plan(115);
 
 SELECT has_schema('queen');
 
@@ -94,6 +94,11 @@ SELECT has_index('queen', 'log_dlq', 'log_dlq_partition_failed_idx', ARRAY['part
 -- Foreign keys: partitions and cursors go with their parent; the log
 -- tables (an FK check per append locks the partition row) and log_dlq
 -- deliberately have none: queen.delete_queue deletes them.
+-- Rows updated at every append, pop and ack keep room for their new versions.
+SELECT ok((SELECT 'fillfactor=10' = ANY (reloptions) FROM pg_class WHERE oid = 'queen.log_partitions'::regclass),
+          'log_partitions pages keep room for HOT updates');
+SELECT ok((SELECT 'fillfactor=10' = ANY (reloptions) FROM pg_class WHERE oid = 'queen.log_consumers'::regclass),
+          'log_consumers pages keep room for HOT updates');
 SELECT fk_ok('queen', 'log_partitions', 'queue_id', 'queen', 'queues', 'id');
 SELECT hasnt_fk('queen', 'log_segments', 'log_segments has no foreign key');
 SELECT fk_ok('queen', 'log_consumers', 'partition_id', 'queen', 'log_partitions', 'id');
