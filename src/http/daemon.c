@@ -496,11 +496,16 @@ hand_off(int fd)
 	return true;
 }
 
-/* libmicrohttpd's memory pool per connection: the head, and a node per field and argument. */
+/*
+ * libmicrohttpd's memory pool per connection: the head, and a node per field
+ * and argument (the screen refuses heads that would not fit). No larger:
+ * libmicrohttpd zeroes the whole pool between two requests of a keep-alive
+ * connection, so its size is paid for by every request.
+ */
 size_t
 qs_http_pool_size(void)
 {
-	return Max((size_t) 256 * 1024, 16 * (size_t) qs_http_max_header_bytes);
+	return Max((size_t) 64 * 1024, 4 * (size_t) qs_http_max_header_bytes);
 }
 
 /* Hand a screened connection to libmicrohttpd. */
