@@ -107,6 +107,7 @@ typedef struct QsScan
 extern void qs_scan_ws(QsScan *s);
 extern bool qs_scan_string(QsScan *s, bool *escaped);
 extern bool qs_scan_skip(QsScan *s);
+extern bool qs_scan_key(QsScan *s, const char **key, int *klen, bool *escaped);
 extern void qs_scan_check_number(const char *token, int len);
 
 /* json_out.c: a small writer that appends JSON text to a StringInfo */

@@ -179,6 +179,8 @@ qs_scan_skip(QsScan *s)
 	char		stack[QS_SCAN_MAX_DEPTH];
 	int			top = 0;
 	bool		escaped;
+	const char *key;
+	int			klen;
 
 	qs_scan_ws(s);
 value:
@@ -224,12 +226,28 @@ after:
 	top--;
 	goto after;
 key:
-	if (s->p >= s->end || *s->p != '"' || !qs_scan_string(s, &escaped))
+	if (!qs_scan_key(s, &key, &klen, &escaped))
 		return false;
+	goto value;
+}
+
+/*
+ * An object's key and its colon at s->p, leaving s->p at the value: the
+ * key's bytes as written (escaped says whether they hold escapes).
+ */
+bool
+qs_scan_key(QsScan *s, const char **key, int *klen, bool *escaped)
+{
+	if (s->p >= s->end || *s->p != '"')
+		return false;
+	*key = s->p + 1;
+	if (!qs_scan_string(s, escaped))
+		return false;
+	*klen = s->p - *key - 1;
 	qs_scan_ws(s);
 	if (s->p >= s->end || *s->p != ':')
 		return false;
 	s->p++;
 	qs_scan_ws(s);
-	goto value;
+	return true;
 }

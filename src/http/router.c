@@ -167,6 +167,22 @@ qs_http_raise_bad_body(MemoryContext cxt)
 			 : errmsg("bad body: %s", edata->message)));
 }
 
+/* Run a prepared "SELECT fn(...)": its one value, never NULL. */
+static Datum
+call_value(QsPlan *plan, Datum *args, const char *nulls)
+{
+	bool		isnull;
+	Datum		d;
+
+	qs_exec(plan, args, nulls, 1);
+	if (SPI_processed != 1)
+		elog(ERROR, "%s returned no row", plan->sql);
+	d = qs_col(0, 1, &isnull);
+	if (isnull)
+		elog(ERROR, "%s returned NULL", plan->sql);
+	return d;
+}
+
 /*
  * Run a prepared "SELECT fn(...)" returning jsonb; the result is copied into
  * `into`. The caller is connected to SPI.
@@ -174,19 +190,10 @@ qs_http_raise_bad_body(MemoryContext cxt)
 Jsonb *
 qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 {
-	bool		isnull;
-	Datum		d;
-	MemoryContext old;
-	Jsonb	   *jb;
+	Datum		d = call_value((QsPlan *) plan, args, nulls);
+	MemoryContext old = MemoryContextSwitchTo(into);
+	Jsonb	   *jb = DatumGetJsonbPCopy(d);
 
-	qs_exec((QsPlan *) plan, args, nulls, 1);
-	if (SPI_processed != 1)
-		elog(ERROR, "%s returned no row", ((QsPlan *) plan)->sql);
-	d = qs_col(0, 1, &isnull);
-	if (isnull)
-		elog(ERROR, "%s returned NULL", ((QsPlan *) plan)->sql);
-	old = MemoryContextSwitchTo(into);
-	jb = DatumGetJsonbPCopy(d);
 	MemoryContextSwitchTo(old);
 	return jb;
 }
@@ -195,18 +202,9 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 char *
 qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into, int *len)
 {
-	bool		isnull;
-	Datum		d;
-	text	   *t;
+	text	   *t = DatumGetTextPP(call_value((QsPlan *) plan, args, nulls));
 	char	   *out;
 
-	qs_exec((QsPlan *) plan, args, nulls, 1);
-	if (SPI_processed != 1)
-		elog(ERROR, "%s returned no row", ((QsPlan *) plan)->sql);
-	d = qs_col(0, 1, &isnull);
-	if (isnull)
-		elog(ERROR, "%s returned NULL", ((QsPlan *) plan)->sql);
-	t = DatumGetTextPP(d);
 	*len = VARSIZE_ANY_EXHDR(t);
 	out = MemoryContextAlloc(into, *len + 1);
 	memcpy(out, VARDATA_ANY(t), *len);

@@ -520,18 +520,7 @@ fast_key(QsScan *s, const char **key, int *klen)
 {
 	bool		escaped;
 
-	if (s->p >= s->end || *s->p != '"')
-		return false;
-	*key = s->p + 1;
-	if (!qs_scan_string(s, &escaped) || escaped)
-		return false;
-	*klen = s->p - *key - 1;
-	qs_scan_ws(s);
-	if (s->p >= s->end || *s->p != ':')
-		return false;
-	s->p++;
-	qs_scan_ws(s);
-	return true;
+	return qs_scan_key(s, key, klen, &escaped) && !escaped;
 }
 
 /* After a member or an element: true with *more set, or false on bad text. */

@@ -17,8 +17,10 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
+#include "common/hashfn.h"
 #include "storage/storage.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -47,11 +49,23 @@ static QsPlan query_owner_plan = {
 	2, {UUIDOID, UUIDOID}
 };
 
-/* Serialises cycles and idle-flush cycles on one state shard. */
-static QsPlan shard_lock_plan = {
-	"SELECT pg_advisory_xact_lock(hashtextextended($1::text || ':' || $2::text, 0))",
-	2, {UUIDOID, UUIDOID}
-};
+/*
+ * Serialises cycles and idle-flush cycles on one state shard (query,
+ * partition): a transaction-level advisory lock on the hash of
+ * "<query id>:<partition id>", taken without a statement.
+ */
+void
+qs_cycle_shard_lock(const pg_uuid_t *qid, const pg_uuid_t *pid)
+{
+	char		key[2 * QS_UUID_STRLEN + 2];
+	Datum		h;
+
+	qs_uuid_format(qid, key);
+	key[QS_UUID_STRLEN] = ':';
+	qs_uuid_format(pid, key + QS_UUID_STRLEN + 1);
+	h = hash_any_extended((unsigned char *) key, 2 * QS_UUID_STRLEN + 1, 0);
+	(void) DirectFunctionCall1(pg_advisory_xact_lock_int8, h);
+}
 
 static QsPlan upsert_plan = {
 	"INSERT INTO queen_streams.state (query_id, partition_id, key, value, updated_at)"
@@ -364,8 +378,7 @@ run_cycle(CycleReq *r, CycleOut *out)
 	if (SPI_processed != 1)
 		raise_cycle("query not found");
 
-	args[1] = qs_uuid_datum(&r->pid);
-	qs_exec(&shard_lock_plan, args, NULL, 1);
+	qs_cycle_shard_lock(&r->qid, &r->pid);
 
 	apply_state_ops(r, out);
 	push_sinks(r, out);

@@ -78,12 +78,6 @@ static QsPlan cycle_plan = {
 	"SELECT queen_streams.cycle($1, $2)", 2, {JSONBOID, UUIDOID}
 };
 
-/* the lock queen_streams.cycle takes on the shard (cycle.c), taken first */
-static QsPlan shard_lock_plan = {
-	"SELECT pg_advisory_xact_lock(hashtextextended($1::text || ':' || $2::text, 0))",
-	2, {UUIDOID, UUIDOID}
-};
-
 static QsPlan stats_plan = {
 	"INSERT INTO queen_streams.declared_stats AS s"
 	"   (query_id, partition_id, cycles, events, filtered, late, windows, last_cycle_at,"
@@ -453,14 +447,12 @@ fold_partition(MemoryContext cxt, Stream *s, const char *pid_str, const char *pn
 		return;
 	PG_TRY();
 	{
-		Datum		args[2];
 		Jsonb	   *state;
 		QsFoldOut	out;
 
 		begin_step("queen_streams stream: fold and cycle");
-		args[0] = qs_uuid_datum(&s->qid);
-		args[1] = qs_uuid_datum(&pid);
-		qs_exec(&shard_lock_plan, args, NULL, 1);
+		/* the lock queen_streams.cycle takes on the shard, taken first */
+		qs_cycle_shard_lock(&s->qid, &pid);
 		state = call_json(&state_plan, state_request(s, pid_str, NULL, false, false), &s->tenant);
 		qs_fold_batch(&s->def, pid_str, pname, rows_of(state), msgs, n, &out);
 		commit_cycle(s, pid_str, &pid, &out, msgs[n - 1], n);
@@ -542,9 +534,8 @@ flush_partition(MemoryContext cxt, Stream *s, const pg_uuid_t *pid, const char *
 		memset(&out, 0, sizeof(out));
 		qs_uuid_format(pid, pid_str);
 		begin_step("queen_streams stream: idle flush");
+		qs_cycle_shard_lock(&s->qid, pid);
 		args[0] = qs_uuid_datum(&s->qid);
-		args[1] = qs_uuid_datum(pid);
-		qs_exec(&shard_lock_plan, args, NULL, 1);
 		/* a fold may have committed since the partition was listed */
 		args[1] = CStringGetTextDatum(s->def.group);
 		args[2] = Float8GetDatum((double) s->def.idle_flush_s);

@@ -121,5 +121,6 @@ extern uint64 qs_stream_counter(QsStreamCounter which);
 extern int	qs_stream_workers_up(void);
 extern void qs_stream_worker_started(int index);
 extern void qs_stream_worker_cycled(int index);
+extern void qs_cycle_shard_lock(const pg_uuid_t *qid, const pg_uuid_t *pid);
 
 #endif							/* QS_STREAMS_H */
