@@ -132,6 +132,7 @@ extern void qsj_bool(QsJson *j, const char *key, bool val);
 extern void qsj_null(QsJson *j, const char *key);
 extern void qsj_raw(QsJson *j, const char *key, const char *json, int len);
 extern void qsj_uuid(QsJson *j, const char *key, const pg_uuid_t *u);
+extern void qsj_uuid_bytes(QsJson *j, const char *key, const uint8 *bytes);
 extern void qsj_time(QsJson *j, const char *key, TimestampTz ts);	/* microseconds, as pop */
 extern void qsj_time_ms(QsJson *j, const char *key, TimestampTz ts);	/* milliseconds, as the admin reads */
 extern void qsj_time_ms_or_null(QsJson *j, const char *key, bool has, TimestampTz ts);

@@ -160,6 +160,21 @@ qsj_uuid(QsJson *j, const char *key, const pg_uuid_t *u)
 	appendStringInfoChar(&j->buf, '"');
 }
 
+/* A UUID given as its 16 bytes (a frame's trace id), or null when there are none. */
+void
+qsj_uuid_bytes(QsJson *j, const char *key, const uint8 *bytes)
+{
+	pg_uuid_t	u;
+
+	if (bytes == NULL)
+	{
+		qsj_null(j, key);
+		return;
+	}
+	memcpy(u.data, bytes, UUID_LEN);
+	qsj_uuid(j, key, &u);
+}
+
 /* UTC, microseconds: YYYY-MM-DDTHH:MI:SS.uuuuuuZ */
 void
 qs_format_time(TimestampTz ts, char *out)

@@ -289,15 +289,7 @@ write_found(QsJson *j, const pg_uuid_t *pid, SPITupleTable *owner, const Found *
 	qsj_str(j, "namespace", SPI_getvalue(row, td, 3));
 	qsj_str(j, "task", SPI_getvalue(row, td, 4));
 	qsj_int(j, "queuePriority", owner_int(owner, 5));
-	if (m->frame.trace)
-	{
-		pg_uuid_t	t;
-
-		memcpy(t.data, m->frame.trace, UUID_LEN);
-		qsj_uuid(j, "traceId", &t);
-	}
-	else
-		qsj_null(j, "traceId");
+	qsj_uuid_bytes(j, "traceId", m->frame.trace);
 	if (m->frame.psub)
 		qsj_strn(j, "producerSub", m->frame.psub, m->frame.psub_len);
 	else

@@ -406,15 +406,7 @@ write_message(MsgScan *s, QsJson *j, MsgPart *p, const QsFrame *f, int64 off, Ms
 		qsj_int(j, "consumedBy", consumed);
 		qsj_int(j, "totalGroups", p->nbus);
 		qsj_end_object(j);
-		if (f->trace)
-		{
-			pg_uuid_t	t;
-
-			memcpy(t.data, f->trace, UUID_LEN);
-			qsj_uuid(j, "traceId", &t);
-		}
-		else
-			qsj_null(j, "traceId");
+		qsj_uuid_bytes(j, "traceId", f->trace);
 		if (f->psub)
 			qsj_strn(j, "producerSub", f->psub, f->psub_len);
 		else

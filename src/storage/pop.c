@@ -306,15 +306,7 @@ emit_message_text(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 	qsj_str(j, "consumerGroup", c->group);
 	qsj_str(j, "leaseId", c->auto_ack ? "" : c->worker);
 	qsj_time(j, "createdAt", created_at);
-	if (f->trace)
-	{
-		pg_uuid_t	t;
-
-		memcpy(t.data, f->trace, UUID_LEN);
-		qsj_uuid(j, "traceId", &t);
-	}
-	else
-		qsj_null(j, "traceId");
+	qsj_uuid_bytes(j, "traceId", f->trace);
 	qsj_strn(j, "producerSub", f->psub, f->psub_len);
 	if ((f->flags & QS_FLAG_ENCRYPTED) &&
 		qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
