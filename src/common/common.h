@@ -97,6 +97,11 @@ extern const pg_uuid_t qs_default_tenant;
 extern void qs_tenant_arg(FunctionCallInfo fcinfo, int argno, pg_uuid_t *out);
 extern Datum qs_uuid_datum(const pg_uuid_t *u);
 
+/* bgworkers.c */
+#include "postmaster/bgworker.h"
+extern void qs_register_workers(int n, BgWorkerStartTime start, const char *function,
+								const char *name_prefix, const char *type);
+
 /* json_scan.c: a strict JSON scanner that gives up where PostgreSQL's parser must decide */
 typedef struct QsScan
 {

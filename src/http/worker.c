@@ -37,8 +37,6 @@ int			qs_http_worker_index = -1;
 void
 qs_http_init(void)
 {
-	BackgroundWorker worker;
-
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 
@@ -50,19 +48,8 @@ qs_http_init(void)
 	if (qs_http_port == 0)
 		return;
 
-	for (int i = 0; i < qs_http_workers; i++)
-	{
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_ConsistentState;
-		worker.bgw_restart_time = 1;
-		strlcpy(worker.bgw_library_name, "queen_streams", BGW_MAXLEN);
-		strlcpy(worker.bgw_function_name, "qs_http_worker_main", BGW_MAXLEN);
-		snprintf(worker.bgw_name, BGW_MAXLEN, "queen_streams http worker %d", i);
-		strlcpy(worker.bgw_type, "queen_streams http", BGW_MAXLEN);
-		worker.bgw_main_arg = Int32GetDatum(i);
-		RegisterBackgroundWorker(&worker);
-	}
+	qs_register_workers(qs_http_workers, BgWorkerStart_ConsistentState, "qs_http_worker_main",
+						"queen_streams http worker", "queen_streams http");
 }
 
 static void

@@ -69,8 +69,6 @@ streams_shmem_startup(void)
 void
 qs_streams_init(void)
 {
-	BackgroundWorker worker;
-
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
 	prev_shmem_request_hook = shmem_request_hook;
@@ -78,19 +76,8 @@ qs_streams_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = streams_shmem_startup;
 
-	for (int i = 0; i < qs_stream_workers; i++)
-	{
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = 1;
-		strlcpy(worker.bgw_library_name, "queen_streams", BGW_MAXLEN);
-		strlcpy(worker.bgw_function_name, "qs_stream_worker_main", BGW_MAXLEN);
-		snprintf(worker.bgw_name, BGW_MAXLEN, "queen_streams stream worker %d", i);
-		strlcpy(worker.bgw_type, "queen_streams stream", BGW_MAXLEN);
-		worker.bgw_main_arg = Int32GetDatum(i);
-		RegisterBackgroundWorker(&worker);
-	}
+	qs_register_workers(qs_stream_workers, BgWorkerStart_RecoveryFinished, "qs_stream_worker_main",
+						"queen_streams stream worker", "queen_streams stream");
 }
 
 static void

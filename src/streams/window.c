@@ -521,19 +521,17 @@ acc_state(QsJson *j, const QsAggDef *g, Acc *a)
 	}
 }
 
-/* The aggregate's value in the sink message. */
+/* The aggregate's value in the sink message: count, sum, min and max as kept. */
 static void
 acc_result(QsJson *j, const QsAggDef *g, Acc *a)
 {
 	switch (g->fn)
 	{
 		case QS_AGG_COUNT:
-			qsj_int(j, g->name, a->n);
-			break;
 		case QS_AGG_SUM:
 		case QS_AGG_MIN:
 		case QS_AGG_MAX:
-			num_out(j, g->name, a->has_num, a->num);
+			acc_state(j, g, a);
 			break;
 		case QS_AGG_AVG:
 			if (a->n == 0)
