@@ -21,6 +21,13 @@
  * cycle's or a transaction's own subtransaction is raised up to here,
  * src/common/subxact.c).
  *
+ * Merging. A route with run_many serves its requests of one tenant in a
+ * group with one call, in one subtransaction run first (the pushes become
+ * one push: one segment and one row update per partition, so a hot
+ * partition's row is locked once per group and only for that call and the
+ * commit). If that call raises, it rolls back and the requests run one by
+ * one as above, each with its own answer.
+ *
  * If the shared commit fails, nothing of the group is stored: every
  * request that had succeeded is answered 500 (safe to retry); those that
  * had failed keep their own answer.
@@ -171,6 +178,155 @@ run_member(QsReq *req, bool first)
 	PG_END_TRY();
 }
 
+/*
+ * Serve the group's requests of the first route that merges, for its first
+ * request's tenant, with one call (run_many) in one subtransaction; each
+ * body at most QS_MERGE_MAX_BODY, all of them at most QS_MERGE_MAX_BYTES.
+ * Returns true when the requests it took are answered (merged) or given
+ * way (deferred, when not `first` and a lock is held elsewhere). On any
+ * other error, a statement timeout included, nothing is kept and they run
+ * one by one with their own answers and timeouts; a cancel fails them all.
+ */
+#define QS_MERGE_MAX_BODY (64 * 1024)
+#define QS_MERGE_MAX_BYTES (4 * 1024 * 1024)
+
+static bool
+mergeable(QsReq *req)
+{
+	return !req->handled && qs_route_def(req->route)->run_many != NULL &&
+		req->body.len <= QS_MERGE_MAX_BODY;
+}
+
+static bool
+run_merged(QsReq **members, int n, bool first)
+{
+	QsReq	  **m = palloc(sizeof(QsReq *) * Max(n, 1));
+	int			nm = 0;
+	Size		bytes = 0;
+	const QsRouteDef *def = NULL;
+	MemoryContext cxt;
+	ResourceOwner owner = CurrentResourceOwner;
+	int			saved_lock_timeout = LockTimeout;
+	volatile bool done = false;
+	volatile bool limited = false;
+	int			level;
+
+	for (int i = 0; i < n; i++)
+	{
+		QsReq	   *req = members[i];
+
+		if (!mergeable(req) || bytes + req->body.len > QS_MERGE_MAX_BYTES)
+			continue;
+		if (nm > 0 && (req->route != m[0]->route ||
+					   memcmp(&req->tenant, &m[0]->tenant, sizeof(pg_uuid_t)) != 0))
+			continue;
+		def = qs_route_def(req->route);
+		m[nm++] = req;
+		bytes += req->body.len;
+	}
+	if (nm < 2 || (def->needs_extension && !qs_extension_installed()))
+	{
+		pfree(m);
+		return false;
+	}
+
+	cxt = m[0]->ctx;
+	BeginInternalSubTransaction(NULL);
+	level = GetCurrentTransactionNestLevel();
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		QueryCancelPending = false;
+		if (!first && (LockTimeout == 0 || LockTimeout > QS_GROUP_LOCK_WAIT_MS))
+		{
+			LockTimeout = QS_GROUP_LOCK_WAIT_MS;
+			limited = true;
+		}
+		if (qs_http_statement_timeout_ms > 0)
+			enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, psprintf("%s %s (group commit, %d as one)",
+													   m[0]->method, qs_routes[m[0]->route].pattern, nm));
+		done = def->run_many(m, nm);
+		PopActiveSnapshot();
+		if (qs_http_statement_timeout_ms > 0)
+			disable_timeout(STATEMENT_TIMEOUT, false);
+		LockTimeout = saved_lock_timeout;
+		if (done)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (done)
+		{
+			for (int k = 0; k < nm; k++)
+				m[k]->handled = true;
+			pg_atomic_fetch_add_u64(&qs_http_shared->group_merged, nm);
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		bool		timed_out;
+
+		HOLD_INTERRUPTS();
+		LockTimeout = saved_lock_timeout;
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		timed_out = qs_http_statement_timeout_ms > 0 &&
+			get_timeout_indicator(STATEMENT_TIMEOUT, false);
+		if (qs_http_statement_timeout_ms > 0)
+			disable_timeout(STATEMENT_TIMEOUT, false);
+		while (GetCurrentTransactionNestLevel() >= level)
+			RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		RESUME_INTERRUPTS();
+
+		done = true;
+		if (limited && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			/* gave way, all of them: they run first in the next group */
+			for (int k = 0; k < nm; k++)
+			{
+				m[k]->handled = true;
+				m[k]->deferred = true;
+				m[k]->resp = NULL;
+				m[k]->resp_len = 0;
+				m[k]->status = 500;
+			}
+		}
+		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED && !timed_out)
+		{
+			/* canceled: the whole call, as it would each of them */
+			for (int k = 0; k < nm; k++)
+			{
+				m[k]->handled = true;
+				qs_http_fail(m[k], def->failed, edata);
+			}
+		}
+		else
+		{
+			/* each request's own error is its own answer: run them alone */
+			ereport(DEBUG1,
+					(errmsg_internal("group commit: %d requests as one failed, running them one by one: %s",
+									 nm, edata->message)));
+			for (int k = 0; k < nm; k++)
+			{
+				m[k]->resp = NULL;
+				m[k]->resp_len = 0;
+			}
+			done = false;
+		}
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	pfree(m);
+	return done;
+}
+
 /* After the commit: bookkeeping, then the answer (or the parking). */
 static void
 finish_member(QsReq *req)
@@ -256,17 +412,36 @@ qs_group_run(void)
 
 		nqueued--;
 		req->deferred = false;
+		req->handled = false;
 		members[n++] = req;
 	}
 
 	PG_TRY();
 	{
+		bool		ran = false;
+
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
+
+		/*
+		 * The head of the queue runs first, waiting for locks as a lone
+		 * request does (it may have given way in the last group): the merged
+		 * call when the head is one of its requests, else the head alone.
+		 */
+		if (!mergeable(members[0]))
+		{
+			run_member(members[0], true);
+			members[0]->handled = true;
+			ran = true;
+		}
+		ran |= run_merged(members, n, !ran);
 		for (int i = 0; i < n; i++)
 		{
+			if (members[i]->handled)
+				continue;
 			CHECK_FOR_INTERRUPTS();
-			run_member(members[i], i == 0);
+			run_member(members[i], !ran);
+			ran = true;
 		}
 		/* a subtransaction left open would make the COMMIT below commit nothing */
 		if (GetCurrentTransactionNestLevel() != 1)

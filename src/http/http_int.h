@@ -115,6 +115,7 @@ typedef struct QsHttpShared
 	pg_atomic_uint64 group_commits;
 	pg_atomic_uint64 group_requests;
 	pg_atomic_uint64 group_deferrals;
+	pg_atomic_uint64 group_merged;	/* requests served by one call for several */
 	QsWorkerSlot workers[QS_MAX_WORKERS];
 	pg_atomic_uint64 requests[QS_MAX_ROUTES][QS_CODE_COUNT];
 	/* the wake board: per queue hash slot, a generation and who waits on it */
@@ -230,6 +231,7 @@ typedef struct QsReq
 	/* group commit (group.c) */
 	bool		grouped;		/* queued for, or running in, a group */
 	bool		deferred;		/* gave way to a lock held elsewhere: next group */
+	bool		handled;		/* ran in this group already (first, or as one of several) */
 	dlist_node	group_node;
 	TimestampTz queued_at;
 	QsPop	   *pop;			/* the pop route's parameters */
@@ -315,6 +317,12 @@ typedef struct QsRouteDef
 	const char *failed;			/* prefix of a 500's error */
 	bool		needs_extension;
 	bool		needs_xact;
+
+	/*
+	 * Several requests of the route and tenant in one call, in a group
+	 * commit; false: it declined and nothing was done. NULL: one at a time.
+	 */
+	bool		(*run_many) (QsReq **reqs, int n);
 } QsRouteDef;
 
 /* the route's body in an open (sub)transaction (router.c) */

@@ -12,14 +12,21 @@
 
 #include <microhttpd.h>
 
-#include "catalog/pg_type_d.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 static QsPlan push_plan = {
 	"SELECT queen.push_text($1, $2, $3)", 3, {TEXTOID, UUIDOID, TEXTOID}
+};
+
+static QsPlan push_many_plan = {
+	"SELECT queen.push_text_many($1, $2, $3)", 3, {TEXTARRAYOID, UUIDOID, TEXTARRAYOID}
 };
 
 static QsPlan push_buffer_plan = {
@@ -139,8 +146,96 @@ push_run(QsReq *req)
 		respond_jsonb(req, 201, b->response);
 }
 
+/*
+ * A group's pushes of one tenant as one push (queen.push_text_many): each
+ * partition gets one segment and one allocator update for all of them, so
+ * its row lock is taken once and late in the group. Declined where the
+ * body is held for replay (push maintenance) and on a router, whose
+ * counting reads each answer. Any error: the caller runs them one by one,
+ * and each gets its own answer.
+ */
+static bool
+push_run_many(QsReq **reqs, int n)
+{
+	Datum	   *bodies = palloc(sizeof(Datum) * n);
+	Datum	   *subs = palloc(sizeof(Datum) * n);
+	bool	   *sub_nulls = palloc(sizeof(bool) * n);
+	bool		any_sub = false;
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+	Datum		args[3];
+	char		nulls[3] = "   ";
+	ArrayType  *answers;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			nelems;
+
+	Oid			argtypes[3] = {TEXTARRAYOID, UUIDOID, TEXTARRAYOID};
+
+	if (qs_cells_is_router)
+		return false;
+	/* a library newer than the installed extension (before ALTER EXTENSION UPDATE) */
+	if (!OidIsValid(LookupFuncName(list_make2(makeString("queen"), makeString("push_text_many")),
+								   3, argtypes, true)))
+		return false;
+	qs_spi_connect();
+	if (qs_maintenance_on(false))
+	{
+		qs_spi_finish();
+		return false;
+	}
+	for (int k = 0; k < n; k++)
+	{
+		bodies[k] = PointerGetDatum(cstring_to_text_with_len(reqs[k]->body.data, reqs[k]->body.len));
+		sub_nulls[k] = reqs[k]->sub == NULL;
+		subs[k] = sub_nulls[k] ? (Datum) 0 : CStringGetTextDatum(reqs[k]->sub);
+		any_sub |= !sub_nulls[k];
+	}
+	args[0] = PointerGetDatum(construct_array(bodies, n, TEXTOID, -1, false, TYPALIGN_INT));
+	args[1] = qs_uuid_datum(&reqs[0]->tenant);
+	if (any_sub)
+		args[2] = PointerGetDatum(construct_md_array(subs, sub_nulls, 1, dims, lbs,
+													 TEXTOID, -1, false, TYPALIGN_INT));
+	else
+		nulls[2] = 'n';
+	qs_exec(&push_many_plan, args, nulls, 1);
+	if (SPI_processed != 1)
+		elog(ERROR, "%s returned no row", push_many_plan.sql);
+	{
+		bool		isnull;
+		Datum		d = qs_col(0, 1, &isnull);
+
+		if (isnull)
+			elog(ERROR, "%s returned NULL", push_many_plan.sql);
+		answers = DatumGetArrayTypeP(d);
+	}
+	deconstruct_array(answers, JSONOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
+	if (nelems != n)
+		elog(ERROR, "%s returned %d answers for %d requests", push_many_plan.sql, nelems, n);
+	for (int k = 0; k < n; k++)
+	{
+		text	   *t;
+		int			len;
+		char	   *out;
+
+		if (elem_nulls[k])
+			elog(ERROR, "%s returned a NULL answer", push_many_plan.sql);
+		t = DatumGetTextPP(elems[k]);
+		len = VARSIZE_ANY_EXHDR(t);
+		out = MemoryContextAlloc(reqs[k]->ctx, len + 1);
+
+		memcpy(out, VARDATA_ANY(t), len);
+		out[len] = '\0';
+		reqs[k]->status = 201;
+		reqs[k]->resp = out;
+		reqs[k]->resp_len = len;
+	}
+	qs_spi_finish();
+	return true;
+}
+
 /* Pushed messages are counted and their queues woken at commit (shmem.c). */
-const QsRouteDef qs_route_push = {push_parse, push_run, NULL, "push failed", true, true};
+const QsRouteDef qs_route_push = {push_parse, push_run, NULL, "push failed", true, true, push_run_many};
 
 /* ---------------------------------------------------------------- pop */
 

@@ -52,10 +52,15 @@ group_key_match(const void *a, const void *b, Size keysize)
 	return strcmp(x->queue, y->queue) != 0 || strcmp(x->partition, y->partition) != 0;
 }
 
-/* In-request duplicates: client transaction ids by (group, hash). */
+/*
+ * In-request duplicates: client transaction ids by (group, request, hash).
+ * A merged push also keys each id's first item of all requests under
+ * request -1, to find an id an earlier request of the merge carries.
+ */
 typedef struct TxnKey
 {
 	int			g;
+	int			req;
 	uint8		hash[QS_HASH_LEN];
 } TxnKey;
 
@@ -274,6 +279,7 @@ append_group(QsPushGroup *g, QsPushItem *items, bool repack)
 struct QsPushBatch
 {
 	bool		repack;
+	bool		many;			/* several requests, each item's `req` says whose */
 	QsPushGroup *groups;
 	int			ng;
 	int			cap;
@@ -298,6 +304,23 @@ qs_push_begin(bool repack)
 	ctl.hcxt = CurrentMemoryContext;
 	b->gtab = hash_create("queen_streams push groups", 16, &ctl,
 						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+	return b;
+}
+
+/*
+ * Several push requests as one push (queen.push_text_many): the items of
+ * request k carry req = k, in request order. The answer is each request's
+ * as if they had been pushed one after the other in one transaction: a
+ * request's own repeated ids collapse as in a single push; an id an earlier
+ * request carries is a duplicate of it only where the queue dedups (the
+ * later push would have found it in the window), else it is stored again.
+ */
+QsPushBatch *
+qs_push_begin_many(void)
+{
+	QsPushBatch *b = qs_push_begin(true);
+
+	b->many = true;
 	return b;
 }
 
@@ -338,6 +361,7 @@ qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
 	it->group = g;
 	it->status = QS_PUSH_PENDING;
 	it->leader = -1;
+	it->cross = -1;
 	it->frame_len = -1;
 	qs_txn_hash(it->txn, it->txn_len, it->hash);
 	if (it->txn_given)
@@ -358,6 +382,7 @@ qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
 		}
 		memset(&tk, 0, sizeof(tk));
 		tk.g = g;
+		tk.req = b->many ? it->req : 0;
 		memcpy(tk.hash, it->hash, QS_HASH_LEN);
 		te = hash_search(b->ttab, &tk, HASH_ENTER, &found);
 		if (found)
@@ -368,6 +393,16 @@ qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
 			return;
 		}
 		te->leader = i;
+		if (b->many)
+		{
+			/* first in its request: did an earlier request carry it? */
+			tk.req = -1;
+			te = hash_search(b->ttab, &tk, HASH_ENTER, &found);
+			if (found)
+				it->cross = te->leader;
+			else
+				te->leader = i;
+		}
 	}
 	if (grp->nitems == grp->cap)
 	{
@@ -430,6 +465,24 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 			write_frame(grp, &items[grp->items[k]], grp->items[k]);
 		}
 	}
+
+	/*
+	 * A merged push: an id an earlier request carries is, where the queue
+	 * dedups, that item's duplicate, answered with its result.
+	 */
+	if (b->many)
+		for (int i = 0; i < nitems; i++)
+		{
+			QsPushItem *it = &items[i];
+
+			CHECK_FOR_INTERRUPTS();
+			if (it->cross >= 0 && it->status == QS_PUSH_PENDING &&
+				groups[it->group].part.window > 0)
+			{
+				it->status = QS_PUSH_DUPLICATE;
+				it->leader = it->cross;
+			}
+		}
 
 	order = palloc(sizeof(QsPushGroup *) * Max(ng, 1));
 	for (int g = 0; g < ng; g++)

@@ -19,9 +19,11 @@
  */
 #include "storage/storage.h"
 
+#include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/jsonfuncs.h"
@@ -91,7 +93,8 @@ typedef struct PtState
 	QsPushItem *items;
 	int			nitems;
 	int			cap;
-	QsPushBatch *batch;
+	QsPushBatch *batch;			/* NULL: items only collected (a merged push) */
+	bool		collect;
 	Held		item_err;		/* the first item error, in item order */
 	/* the item being read */
 	bool		in_item;
@@ -167,7 +170,7 @@ static void
 reset_items(PtState *st)
 {
 	st->nitems = 0;
-	st->batch = qs_push_begin(true);
+	st->batch = st->collect ? NULL : qs_push_begin(true);
 	memset(&st->item_err, 0, sizeof(Held));
 }
 
@@ -275,7 +278,8 @@ finish_item(PtState *st)
 		it->psub_len = st->psub_len;
 	}
 	st->nitems++;
-	qs_push_add(st->batch, st->items, i);
+	if (st->batch)
+		qs_push_add(st->batch, st->items, i);
 }
 
 static void
@@ -650,7 +654,7 @@ fast_read(PtState *st, const char *json, int len)
 }
 
 static void
-init_state(PtState *st, const char *psub)
+init_state(PtState *st, const char *psub, bool collect)
 {
 	memset(st, 0, sizeof(*st));
 	if (psub)
@@ -658,50 +662,33 @@ init_state(PtState *st, const char *psub)
 		st->psub = psub;
 		st->psub_len = strlen(psub);
 	}
+	st->collect = collect;
 	st->cap = 64;
 	st->items = palloc(sizeof(QsPushItem) * st->cap);
 	st->field = -1;
 	reset_items(st);
 }
 
-/* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */
-PG_FUNCTION_INFO_V1(qs_push_text);
-Datum
-qs_push_text(PG_FUNCTION_ARGS)
+/*
+ * Read one request's text into `st`, raising its errors in queen.push's
+ * order. Without `collect` each item is grouped and framed as it is read.
+ */
+static void
+read_request(PtState *st, const char *json, int len, const char *psub, bool collect)
 {
-	text	   *req;
-	char	   *json;
-	int			len;
-	pg_uuid_t	tenant;
-	PtState		st;
 	JsonSemAction sem;
 	JsonParseErrorType rc;
-	int			ng;
-	char	   *psub = NULL;
-
-	in_parse = false;
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("items array is required")));
-	req = PG_GETARG_TEXT_PP(0);
-	json = VARDATA_ANY(req);
-	len = VARSIZE_ANY_EXHDR(req);
-	qs_tenant_arg(fcinfo, 1, &tenant);
-
-	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
-		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
 
 	in_parse = true;
 	/* a C caller's text is not checked yet: NUL and bad bytes as text input refuses them */
 	(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
-	init_state(&st, psub);
-	if (!fast_read(&st, json, len))
+	init_state(st, psub, collect);
+	if (!fast_read(st, json, len))
 	{
 		/* PostgreSQL's parser on the same text, from a fresh state */
-		init_state(&st, psub);
+		init_state(st, psub, collect);
 		memset(&sem, 0, sizeof(sem));
-		sem.semstate = &st;
+		sem.semstate = st;
 		sem.object_start = pt_object_start;
 		sem.object_end = pt_object_end;
 		sem.array_start = pt_array_start;
@@ -711,34 +698,166 @@ qs_push_text(PG_FUNCTION_ARGS)
 		sem.array_element_start = pt_elem_start;
 		sem.array_element_end = pt_elem_end;
 		sem.scalar = pt_scalar;
-		st.full = sem;
-		st.sem = &sem;
-		st.lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), true);
-		rc = pg_parse_json(st.lex, &sem);
+		st->full = sem;
+		st->sem = &sem;
+		st->lex = makeJsonLexContextCstringLen((char *) json, len, GetDatabaseEncoding(), true);
+		rc = pg_parse_json(st->lex, &sem);
 		if (rc != JSON_SUCCESS)
-			json_ereport_error(rc, st.lex);
+			json_ereport_error(rc, st->lex);
 	}
 	in_parse = false;
 
 	/* the checks of queen.push, in its order */
-	if (st.top != TOP_OBJECT)
+	if (st->top != TOP_OBJECT)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("push request must be a JSON object")));
-	if (st.items_kind == ITEMS_OTHER)
+	if (st->items_kind == ITEMS_OTHER)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("push request: \"items\" must be an array")));
-	if (st.items_kind != ITEMS_ARRAY)
+	if (st->items_kind != ITEMS_ARRAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("items array is required")));
-	if (st.item_err.set)
-		raise_held(&st.item_err);
+	if (st->item_err.set)
+		raise_held(&st->item_err);
+}
+
+/* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */
+PG_FUNCTION_INFO_V1(qs_push_text);
+Datum
+qs_push_text(PG_FUNCTION_ARGS)
+{
+	text	   *req;
+	pg_uuid_t	tenant;
+	PtState		st;
+	int			ng;
+	char	   *psub = NULL;
+
+	in_parse = false;
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("items array is required")));
+	req = PG_GETARG_TEXT_PP(0);
+	qs_tenant_arg(fcinfo, 1, &tenant);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	read_request(&st, VARDATA_ANY(req), VARSIZE_ANY_EXHDR(req), psub, false);
 
 	qs_spi_connect();
 	/* the groups live in SPI memory: the answer reads only the items */
 	(void) qs_push_finish(st.batch, &tenant, st.items, st.nitems, &ng);
 	qs_spi_finish();
 	PG_RETURN_TEXT_P(answer(st.items, st.nitems));
+}
+
+/* Which request of a merged push an error is about. */
+static void
+many_context(void *arg)
+{
+	int		   *k = arg;
+
+	errcontext("push request %d", *k + 1);
+}
+
+/*
+ * SQL: queen.push_text_many(requests text[], tenant uuid, producer_subs text[])
+ *
+ * Several push requests of one tenant pushed as one: each answer is
+ * push_text's for its request, as if the requests had been pushed one
+ * after the other in one transaction (qs_push_begin_many), while each
+ * partition gets one segment and one allocator update for all of them.
+ * The listener's group commit calls it on the pushes of a group. Any error
+ * fails the whole call (its context names the request).
+ */
+PG_FUNCTION_INFO_V1(qs_push_text_many);
+Datum
+qs_push_text_many(PG_FUNCTION_ARGS)
+{
+	Datum	   *reqs;
+	bool	   *req_nulls;
+	int			n;
+	Datum	   *subs = NULL;
+	bool	   *sub_nulls = NULL;
+	int			nsubs = 0;
+	pg_uuid_t	tenant;
+	PtState    *st;
+	int		   *first;
+	int			total = 0;
+	QsPushItem *items;
+	QsPushBatch *b;
+	Datum	   *answers;
+	int			ng;
+	int			k = 0;
+	ErrorContextCallback errcb;
+
+	in_parse = false;
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("requests must not be null")));
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), TEXTOID, -1, false, TYPALIGN_INT,
+					  &reqs, &req_nulls, &n);
+	qs_tenant_arg(fcinfo, 1, &tenant);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+	{
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), TEXTOID, -1, false, TYPALIGN_INT,
+						  &subs, &sub_nulls, &nsubs);
+		if (nsubs != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("producer_subs must have one element per request"),
+					 errdetail("There are %d requests and %d producer subjects.", n, nsubs)));
+	}
+
+	st = palloc(sizeof(PtState) * Max(n, 1));
+	first = palloc(sizeof(int) * (n + 1));
+	errcb.callback = many_context;
+	errcb.arg = &k;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+	for (k = 0; k < n; k++)
+	{
+		text	   *t;
+
+		CHECK_FOR_INTERRUPTS();
+		if (req_nulls[k])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("items array is required")));
+		t = DatumGetTextPP(reqs[k]);
+		read_request(&st[k], VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
+					 subs && !sub_nulls[k] ? TextDatumGetCString(subs[k]) : NULL, true);
+		first[k] = total;
+		total += st[k].nitems;
+	}
+	error_context_stack = errcb.previous;
+	first[n] = total;
+
+	/* one array of every item, in request order, grouped as one push */
+	items = palloc_extended(sizeof(QsPushItem) * Max(total, 1), MCXT_ALLOC_HUGE);
+	b = qs_push_begin_many();
+	for (k = 0; k < n; k++)
+	{
+		memcpy(items + first[k], st[k].items, sizeof(QsPushItem) * st[k].nitems);
+		pfree(st[k].items);
+		for (int i = first[k]; i < first[k + 1]; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			items[i].req = k;
+			qs_push_add(b, items, i);
+		}
+	}
+
+	qs_spi_connect();
+	(void) qs_push_finish(b, &tenant, items, total, &ng);
+	qs_spi_finish();
+
+	answers = palloc(sizeof(Datum) * Max(n, 1));
+	for (k = 0; k < n; k++)
+		answers[k] = PointerGetDatum(answer(items + first[k], first[k + 1] - first[k]));
+	PG_RETURN_ARRAYTYPE_P(construct_array(answers, n, JSONOID, -1, false, TYPALIGN_INT));
 }

@@ -143,6 +143,8 @@ typedef struct QsPushItem
 	pg_uuid_t	pid;			/* its partition (the groups live in SPI memory) */
 	int			group;
 	int			leader;			/* intra-request duplicate: index of the first, else -1 */
+	int			req;			/* its request, in a merged push (qs_push_begin_many) */
+	int			cross;			/* the same id in an earlier request of a merged push, else -1 */
 	int			frame_off;		/* its frame in the group's buffer */
 	int			frame_len;		/* -1: not written (a follower, or over a limit) */
 } QsPushItem;
@@ -178,6 +180,7 @@ extern void qs_push_text_parse_clear(void);
 /* the same, one item at a time (queen.push_text adds each as it is parsed) */
 typedef struct QsPushBatch QsPushBatch;
 extern QsPushBatch *qs_push_begin(bool repack);
+extern QsPushBatch *qs_push_begin_many(void);
 extern void qs_push_add(QsPushBatch *b, QsPushItem *items, int i);
 extern QsPushGroup *qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items,
 								   int nitems, int *ngroups);

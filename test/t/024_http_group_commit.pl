@@ -39,10 +39,11 @@ my $json = JSON::PP->new->canonical;
 
 sub request_bytes
 {
-	my ($method, $path, $body) = @_;
+	my ($method, $path, $body, $headers) = @_;
+	my $h = join('', map { "$_: $headers->{$_}\r\n" } sort keys %{ $headers // {} });
 	$body = $json->encode($body) if ref $body;
-	return "$method $path HTTP/1.1\r\nHost: x\r\n\r\n" unless defined $body;
-	return "$method $path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	return "$method $path HTTP/1.1\r\nHost: x\r\n$h\r\n" unless defined $body;
+	return "$method $path HTTP/1.1\r\nHost: x\r\n${h}Content-Type: application/json\r\n"
 	  . "Content-Length: " . length($body) . "\r\n\r\n$body";
 }
 
@@ -125,6 +126,34 @@ is($r1 - $r0, 16, 'the 16 pushes were committed by group commits');
 cmp_ok($c1 - $c0, '<', 16, 'in fewer commits than requests: groups of more than one formed');
 is(stored('g'), 16, 'all 16 stored');
 
+# ---- a group's pushes are pushed as one (queen.push_text_many)
+# 12 fresh ids and 4 requests repeating one of them: each repeat answers
+# duplicate with its original's message id, whichever group either ran in
+my $m0 = metric('queen_streams_http_group_merged_total');
+my @mreqs = ((map { push_req('mg', "m$_") } 1 .. 12), (map { push_req('mg', "m$_") } 1 .. 4));
+@answers = collect(send_all(@mreqs), 30);
+is(scalar(grep { ($_->[0] // 0) == 201 } @answers), 16, '16 pushes, 4 repeating an id: all 201');
+cmp_ok(metric('queen_streams_http_group_merged_total') - $m0, '>=', 2,
+	'pushes of one group were served as one push');
+my %first;
+for my $i (0 .. 15)
+{
+	my $r = $answers[$i][1][0] // {};
+	my $txn = $r->{transaction_id} // "?$i";
+	if (!exists $first{$txn}) { $first{$txn} = $r; next; }
+	my @pair = sort { ($a->{status} // '') cmp ($b->{status} // '') } ($first{$txn}, $r);
+	is(join('/', map { $_->{status} // 'none' } @pair), 'duplicate/queued', "$txn: one queued, one duplicate");
+	is($pair[0]{message_id}, $pair[1]{message_id}, "... the duplicate answers the original's message id");
+}
+is(stored('mg'), 12, 'the 12 distinct ids stored once each');
+my $segs = $node->safe_psql('postgres',
+	"SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id"
+	  . " JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'mg'");
+cmp_ok($segs, '<', 12, "in fewer segments than pushes ($segs)");
+my ($pst, $pdoc) = http_json($node, 'GET', '/api/v1/pop/queue/mg?batch=20&autoAck=true');
+is(join(',', sort map { $_->{transactionId} } @{ $pdoc->{messages} // [] }),
+	join(',', sort map { "m$_" } 1 .. 12), 'a pop serves each of them once');
+
 # ---- one failing request in a group fails alone
 my ($st, $doc) = http_json($node, 'POST', '/api/v1/push', { items => [
 	map { { queue => 'src', payload => { n => $_ }, transactionId => "s$_" } } 1 .. 2 ] });
@@ -205,6 +234,25 @@ my ($pop, $pa) = collect($socks, 15);
 is($pa->[0], 201, 'push sent with a long-poll pop: 201');
 is($pop->[0], 200, 'the pop got the message');
 cmp_ok(time - $t0, '<', 8, '... well before its timeout');
+
+# ---- pushes of two tenants in one group: each tenant's only into its own
+$node->append_conf('postgresql.conf', "queen_streams.tenancy = header\n");
+$node->reload;
+usleep(500_000);
+my %tenant = (a => 'aaaaaaaa-0000-4000-8000-00000000000a', b => 'bbbbbbbb-0000-4000-8000-00000000000b');
+@answers = collect(send_all(map {
+	my $t = $_ % 2 ? 'a' : 'b';
+	[ @{ push_req('tq', "t$_") }, { 'x-queen-tenant' => $tenant{$t} } ] } 1 .. 12), 30);
+is(scalar(grep { ($_->[0] // 0) == 201 } @answers), 12, 'pushes of two tenants sent together: all 201');
+is($node->safe_psql('postgres',
+	"SELECT string_agg(q.tenant_id || '=' || (SELECT coalesce(sum(s.end_offset - s.base_offset + 1), 0)"
+	  . " FROM queen.log_partitions p JOIN queen.log_segments s ON s.partition_id = p.id WHERE p.queue_id = q.id),"
+	  . " ',' ORDER BY q.tenant_id) FROM queen.queues q WHERE q.name = 'tq'"),
+	"$tenant{a}=6,$tenant{b}=6", "... each tenant's queue holds its own 6");
+my ($ast, $adoc) = http_json($node, 'GET', '/api/v1/pop/queue/tq?batch=20&autoAck=true',
+	undef, { 'x-queen-tenant' => $tenant{a} });
+is(join(',', sort map { $_->{transactionId} } @{ $adoc->{messages} // [] }),
+	join(',', sort map { "t$_" } grep { $_ % 2 } 1 .. 12), "... and tenant a pops exactly its own");
 
 $node->stop;
 done_testing();
