@@ -5,10 +5,11 @@
  */
 #include "storage/storage.h"
 
-#include "catalog/pg_type_d.h"
+#include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/memutils.h"
 #include "utils/builtins.h"
 
@@ -83,44 +84,305 @@ qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 	return false;
 }
 
+/* Several (queue, partition) names of one tenant in one statement. */
+static QsPlan resolve_many_plan = {
+	"SELECT r.i, p.id, q.dedup_window_seconds, q.encryption_enabled"
+	"  FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS r(queue, part, i)"
+	"  JOIN queen.queues q ON q.tenant_id = $1 AND q.name = r.queue"
+	"  JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = r.part",
+	3, {UUIDOID, TEXTARRAYOID, TEXTARRAYOID}
+};
+
+/*
+ * qs_partition_resolve for n names at once (distinct pairs): one statement
+ * finds those that exist, the others are created one by one.
+ */
+void
+qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
+					  const char *const *partitions, int n, QsPartition *out)
+{
+	Datum	   *q;
+	Datum	   *p;
+	bool	   *found;
+	Datum		args[3];
+
+	if (n <= 1)
+	{
+		if (n == 1)
+			qs_partition_resolve(tenant, queues[0], partitions[0], true, &out[0]);
+		return;
+	}
+	q = palloc(sizeof(Datum) * n);
+	p = palloc(sizeof(Datum) * n);
+	found = palloc0(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		qs_check_name("queue", NULL, queues[i]);
+		qs_check_name("partition", NULL, partitions[i]);
+		q[i] = CStringGetTextDatum(queues[i]);
+		p[i] = CStringGetTextDatum(partitions[i]);
+	}
+	args[0] = qs_uuid_datum(tenant);
+	args[1] = PointerGetDatum(construct_array(q, n, TEXTOID, -1, false, TYPALIGN_INT));
+	args[2] = PointerGetDatum(construct_array(p, n, TEXTOID, -1, false, TYPALIGN_INT));
+	qs_exec(&resolve_many_plan, args, NULL, 0);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		int64		i = qs_col_int64(r, 1, 0) - 1;
+
+		if (i < 0 || i >= n)
+			elog(ERROR, "partition resolve returned row %lld of %d", (long long) i, n);
+		out[i].pid = *DatumGetUUIDP(qs_col(r, 2, &isnull));
+		out[i].window = DatumGetInt32(qs_col(r, 3, &isnull));
+		out[i].encrypt = qs_col_bool(r, 4, false);
+		found[i] = true;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	for (int i = 0; i < n; i++)
+		if (!found[i])
+			qs_partition_resolve(tenant, queues[i], partitions[i], true, &out[i]);
+	pfree(q);
+	pfree(p);
+	pfree(found);
+}
+
 /*
  * NO KEY UPDATE: it serializes pushers exactly like the allocator UPDATE does,
  * without blocking the FOR KEY SHARE checks of rows that reference the
  * partition (a pop creating its cursor must not wait for an open push).
+ * Several rows are locked in id order (the Sort is below the LockRows), the
+ * global lock order of appends.
  */
 static QsPlan lock_plan = {
 	"SELECT last_offset, txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
 	1, {UUIDOID}
 };
 
+static QsPlan lock_many_plan = {
+	"SELECT id, last_offset, txns_start FROM queen.log_partitions WHERE id = ANY($1)"
+	" ORDER BY id FOR NO KEY UPDATE",
+	1, {UUIDARRAYOID}
+};
+
 /*
  * The allocator bump and both rows of a segment in one statement. The
  * UPDATE keeps the row HOT (last_write_at moves only when >1 s stale);
  * created_at is read in its RETURNING, under the row lock, so it is monotone
- * in offsets.
+ * in offsets. The second form appends one segment to each of several
+ * partitions, whose rows the caller has locked.
  */
+#define APPEND_SET(n) \
+	"SET last_offset = p.last_offset + " n "," \
+	"    last_write_at = CASE WHEN p.last_write_at IS NULL" \
+	"                          OR p.last_write_at < now() - interval '1 second'" \
+	"                         THEN now() ELSE p.last_write_at END," \
+	"    oldest_live_at = COALESCE(p.oldest_live_at, now())," \
+	"    oldest_txn_at = COALESCE(p.oldest_txn_at, now())"
+
 static QsPlan append_plan = {
 	"WITH b AS ("
-	"  UPDATE queen.log_partitions"
-	"     SET last_offset = last_offset + $2,"
-	"         last_write_at = CASE WHEN last_write_at IS NULL"
-	"                               OR last_write_at < now() - interval '1 second'"
-	"                              THEN now() ELSE last_write_at END,"
-	"         oldest_live_at = COALESCE(oldest_live_at, now()),"
-	"         oldest_txn_at = COALESCE(oldest_txn_at, now())"
-	"   WHERE id = $1 RETURNING last_offset, clock_timestamp() AS at),"
+	"  UPDATE queen.log_partitions p " APPEND_SET("$2")
+	"   WHERE p.id = $1 RETURNING p.id, p.last_offset, clock_timestamp() AS at),"
 	" s AS ("
 	"  INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
-	"  SELECT $1, last_offset - $2 + 1, last_offset, at, $3 FROM b)"
+	"  SELECT id, last_offset - $2 + 1, last_offset, at, $3 FROM b)"
 	" INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
-	" SELECT $1, last_offset - $2 + 1, last_offset, at, $4 FROM b"
-	" RETURNING end_offset, created_at",
+	" SELECT id, last_offset - $2 + 1, last_offset, at, $4 FROM b"
+	" RETURNING partition_id, end_offset, created_at",
 	4, {UUIDOID, INT8OID, BYTEAOID, BYTEAOID}
 };
 
+static QsPlan append_many_plan = {
+	"WITH v AS (SELECT * FROM unnest($1::uuid[], $2::int8[], $3::bytea[], $4::bytea[])"
+	"             AS v(id, n, blob, hashes)),"
+	" b AS ("
+	"  UPDATE queen.log_partitions p " APPEND_SET("v.n")
+	"   FROM v WHERE p.id = v.id RETURNING p.id, p.last_offset, v.n, clock_timestamp() AS at),"
+	" s AS ("
+	"  INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
+	"  SELECT b.id, b.last_offset - b.n + 1, b.last_offset, b.at, v.blob FROM b JOIN v ON v.id = b.id)"
+	" INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
+	" SELECT b.id, b.last_offset - b.n + 1, b.last_offset, b.at, v.hashes FROM b JOIN v ON v.id = b.id"
+	" RETURNING partition_id, end_offset, created_at",
+	4, {UUIDARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, BYTEAARRAYOID}
+};
+
+static void
+partition_vanished(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("partition vanished mid-push")));
+}
+
 /*
- * Append one segment of `count` frames. With a dedup window, the partition
- * row is locked first and the window probed; any hit writes nothing.
+ * Lock the rows of n distinct partitions, `a` sorted by pid, and read their
+ * allocators (last_offset, txns_start) before anything is appended.
+ */
+void
+qs_appends_lock(QsAppendMany *a, int n)
+{
+	Datum		args[1];
+
+	if (n == 1)
+	{
+		args[0] = qs_uuid_datum(&a[0].pid);
+		qs_exec(&lock_plan, args, NULL, 1);
+		if (SPI_processed != 1)
+			partition_vanished();
+		a[0].last_offset = qs_col_int64(0, 1, -1);
+		a[0].txns_start = qs_col_int64(0, 2, 0);
+	}
+	else
+	{
+		Datum	   *ids = palloc(sizeof(Datum) * n);
+
+		for (int i = 0; i < n; i++)
+			ids[i] = qs_uuid_datum(&a[i].pid);
+		args[0] = PointerGetDatum(construct_array(ids, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+		qs_exec(&lock_many_plan, args, NULL, 0);
+		if (SPI_processed != (uint64) n)
+			partition_vanished();
+		/* rows in id order, as `a` is */
+		for (int i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			CHECK_FOR_INTERRUPTS();
+			if (memcmp(DatumGetUUIDP(qs_col(i, 1, &isnull))->data, a[i].pid.data, UUID_LEN) != 0)
+				elog(ERROR, "partition lock returned its rows out of order");
+			a[i].last_offset = qs_col_int64(i, 2, -1);
+			a[i].txns_start = qs_col_int64(i, 3, 0);
+		}
+		pfree(ids);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	for (int i = 0; i < n; i++)
+		a[i].locked = true;
+}
+
+static bytea *
+hashes_bytea(const uint8 *hashes, int count)
+{
+	bytea	   *hb = palloc(VARHDRSZ + (Size) count * QS_HASH_LEN);
+
+	SET_VARSIZE(hb, VARHDRSZ + (Size) count * QS_HASH_LEN);
+	memcpy(VARDATA(hb), hashes, (Size) count * QS_HASH_LEN);
+	return hb;
+}
+
+/*
+ * Append the segment of each entry that has one (blob set), in one
+ * statement: with more than one, every row must be locked already
+ * (qs_appends_lock); a lone one may lock in its UPDATE. Then, still under
+ * the row locks, the shared dedup cache learns each segment.
+ */
+void
+qs_appends_run(QsAppendMany *a, int n)
+{
+	int			m = 0;
+	int			last = -1;
+	Datum		args[4];
+
+	for (int i = 0; i < n; i++)
+		if (a[i].blob != NULL)
+		{
+			m++;
+			last = i;
+		}
+	if (m == 0)
+		return;
+	if (m == 1)
+	{
+		args[0] = qs_uuid_datum(&a[last].pid);
+		args[1] = Int64GetDatum(a[last].count);
+		args[2] = PointerGetDatum(a[last].blob);
+		args[3] = PointerGetDatum(hashes_bytea(a[last].hashes, a[last].count));
+		qs_exec(&append_plan, args, NULL, 1);
+	}
+	else
+	{
+		Datum	   *ids = palloc(sizeof(Datum) * m);
+		Datum	   *counts = palloc(sizeof(Datum) * m);
+		Datum	   *blobs = palloc(sizeof(Datum) * m);
+		Datum	   *hashes = palloc(sizeof(Datum) * m);
+		int			k = 0;
+
+		for (int i = 0; i < n; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (a[i].blob == NULL)
+				continue;
+			if (!a[i].locked)
+				elog(ERROR, "appends to several partitions need their rows locked first");
+			ids[k] = qs_uuid_datum(&a[i].pid);
+			counts[k] = Int64GetDatum(a[i].count);
+			blobs[k] = PointerGetDatum(a[i].blob);
+			hashes[k] = PointerGetDatum(hashes_bytea(a[i].hashes, a[i].count));
+			k++;
+		}
+		args[0] = PointerGetDatum(construct_array(ids, m, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+		args[1] = PointerGetDatum(construct_array(counts, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		args[2] = PointerGetDatum(construct_array(blobs, m, BYTEAOID, -1, false, TYPALIGN_INT));
+		args[3] = PointerGetDatum(construct_array(hashes, m, BYTEAOID, -1, false, TYPALIGN_INT));
+		qs_exec(&append_many_plan, args, NULL, 0);
+	}
+	if (SPI_processed != (uint64) m)
+		partition_vanished();
+
+	/* the rows come back in any order: match them by partition */
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		pg_uuid_t  *pid = DatumGetUUIDP(qs_col(r, 1, &isnull));
+		int64		end = qs_col_int64(r, 2, 0);
+		TimestampTz at = DatumGetTimestampTz(qs_col(r, 3, &isnull));
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		if (m == 1)
+			i = last;
+		else
+		{
+			/* `a` is sorted by pid: a binary search */
+			int			lo = 0,
+						hi = n - 1;
+
+			i = -1;
+			while (lo <= hi)
+			{
+				int			mid = (lo + hi) / 2;
+				int			c = memcmp(a[mid].pid.data, pid->data, UUID_LEN);
+
+				if (c == 0)
+				{
+					i = mid;
+					break;
+				}
+				if (c < 0)
+					lo = mid + 1;
+				else
+					hi = mid - 1;
+			}
+			if (i < 0 || a[i].blob == NULL)
+				elog(ERROR, "append returned a partition it was not given");
+		}
+		a[i].base_offset = end - a[i].count + 1;
+		a[i].created_at = at;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	for (int i = 0; i < n; i++)
+		if (a[i].blob != NULL)
+			qs_dedup_record(&a[i].pid, a[i].base_offset, a[i].count, a[i].hashes,
+							a[i].created_at, a[i].window > 0);
+}
+
+/*
+ * Append one segment of `count` frames. With a dedup window, the
+ * partition row is locked first and the window probed (the cache's
+ * bookkeeping runs even when no frame can repeat); any hit writes nothing.
  */
 static bytea *
 given_blob(void *arg)
@@ -141,59 +403,26 @@ qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 					   const uint8 *hashes, QsBlobBuilder build, void *arg,
 					   int64 verified, const bool *probe, QsAppendResult *res)
 {
-	bytea	   *blob;
-	Datum		args[5];
-	Datum		pidd = qs_uuid_datum(pid);
-	bytea	   *hb;
-	int64		last;
-	int64		prev_last = -2;	/* the allocator before this append, if locked */
+	QsAppendMany a;
 
 	memset(res, 0, sizeof(*res));
-
+	memset(&a, 0, sizeof(a));
+	a.pid = *pid;
+	a.window = window;
 	if (window > 0)
 	{
-		TimestampTz now;
-		int64		txns_start;
-
-		args[0] = pidd;
-		qs_exec(&lock_plan, args, NULL, 1);
-		if (SPI_processed != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("partition vanished mid-push")));
-		prev_last = qs_col_int64(0, 1, -1);
-		txns_start = qs_col_int64(0, 2, 0);
-		now = GetCurrentTimestamp();
-		qs_dedup_probe(pid, window, prev_last, txns_start, verified, count, hashes,
-					   probe, now, res);
+		qs_appends_lock(&a, 1);
+		qs_dedup_probe(pid, window, a.last_offset, a.txns_start, verified, count, hashes,
+					   probe, GetCurrentTimestamp(), res);
 		if (res->duplicate)
 			return;
 	}
-
-	blob = build(arg);
-	hb = palloc(VARHDRSZ + (Size) count * QS_HASH_LEN);
-	SET_VARSIZE(hb, VARHDRSZ + (Size) count * QS_HASH_LEN);
-	memcpy(VARDATA(hb), hashes, (Size) count * QS_HASH_LEN);
-
-	args[0] = pidd;
-	args[1] = Int64GetDatum(count);
-	args[2] = PointerGetDatum(blob);
-	args[3] = PointerGetDatum(hb);
-	qs_exec(&append_plan, args, NULL, 1);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("partition vanished mid-push")));
-	last = qs_col_int64(0, 1, 0);
-	res->base_offset = last - count + 1;
-	{
-		bool		isnull;
-
-		res->created_at = DatumGetTimestampTz(qs_col(0, 2, &isnull));
-	}
-	/* still under the row lock: the shared dedup cache learns the segment */
-	qs_dedup_record(pid, res->base_offset, count, hashes, res->created_at,
-					window > 0 && prev_last == res->base_offset - 1);
+	a.count = count;
+	a.hashes = hashes;
+	a.blob = build(arg);
+	qs_appends_run(&a, 1);
+	res->base_offset = a.base_offset;
+	res->created_at = a.created_at;
 }
 
 static QsPlan covering_plan = {

@@ -174,59 +174,54 @@ write_frame(QsPushGroup *g, QsPushItem *it, int i)
 }
 
 /*
- * Append the still-pending items of a group and record the verdict. The
- * segment is packed only once the probe found no duplicate. With `repack`,
- * duplicates are set aside and the fresh items appended again, so a group
- * stores every fresh item; without it, a duplicate group writes nothing.
- * Returns true when something remains to append.
+ * A group's append, in three steps so that several partitions append in one
+ * statement: collect its pending items, probe its window for them (row
+ * locked), pack what stays pending. `members` holds the items packed.
  */
-static bool
-append_group(QsPushGroup *g, QsPushItem *items, bool repack)
+typedef struct GroupAppend
 {
-	uint8	   *hashes = palloc(Max(g->nitems, 1) * QS_HASH_LEN);
-	bool	   *probe = palloc(Max(g->nitems, 1) * sizeof(bool));
-	int		   *member = palloc(Max(g->nitems, 1) * sizeof(int));
-	int		   *pos = palloc(Max(g->nitems, 1) * sizeof(int));
-	int			n = 0;
-	QsAppendResult res;
-	PackArg		pa;
-	DupRef	   *refs;
+	uint8	   *hashes;
+	bool	   *probe;
+	int		   *member;
+	int		   *pos;			/* position among the group's items */
+	int			n;
+} GroupAppend;
 
+static void
+collect_pending(QsPushGroup *g, QsPushItem *items, GroupAppend *ga)
+{
+	ga->n = 0;
 	for (int k = 0; k < g->nitems; k++)
 	{
 		QsPushItem *it = &items[g->items[k]];
 
 		if (it->status != QS_PUSH_PENDING)
 			continue;
-		memcpy(hashes + n * QS_HASH_LEN, it->hash, QS_HASH_LEN);
+		memcpy(ga->hashes + ga->n * QS_HASH_LEN, it->hash, QS_HASH_LEN);
 		/* A fresh UUIDv7 as transaction id cannot repeat: no need to probe it. */
-		probe[n] = it->txn_given;
-		member[n] = g->items[k];
-		pos[n] = k;
-		n++;
+		ga->probe[ga->n] = it->txn_given;
+		ga->member[ga->n] = g->items[k];
+		ga->pos[ga->n] = k;
+		ga->n++;
 	}
-	if (n == 0)
-		return false;
+}
 
-	pa.g = g;
-	pa.items = items;
-	pa.member = member;
-	pa.n = n;
-	qs_append_segment_lazy(&g->part.pid, g->part.window, n, hashes, pack_members, &pa,
-						   -1, probe, &res);
+/*
+ * Probe the window (the row is locked) and set the duplicates aside: with
+ * `repack` the fresh items stay pending, without it a duplicate group
+ * writes nothing. True when it set any aside.
+ */
+static bool
+probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a, bool repack)
+{
+	QsAppendResult res;
+	DupRef	   *refs;
+
+	memset(&res, 0, sizeof(res));
+	qs_dedup_probe(&g->part.pid, g->part.window, a->last_offset, a->txns_start, -1,
+				   ga->n, ga->hashes, ga->probe, GetCurrentTimestamp(), &res);
 	if (!res.duplicate)
-	{
-		g->stored = true;
-		g->base_offset = res.base_offset;
-		g->created_at = res.created_at;
-		g->nqueued += n;
-		for (int i = 0; i < n; i++)
-		{
-			items[member[i]].status = QS_PUSH_QUEUED;
-			items[member[i]].result_id = items[member[i]].id;
-		}
 		return false;
-	}
 
 	/* the duplicates, by their position among the group's items */
 	if (g->ndups == 0)
@@ -240,28 +235,123 @@ append_group(QsPushGroup *g, QsPushItem *items, bool repack)
 		int			i = res.dup_idx[d];
 
 		CHECK_FOR_INTERRUPTS();
-		items[member[i]].status = QS_PUSH_DUPLICATE;
-		g->dup_idx[g->ndups] = pos[i];
+		items[ga->member[i]].status = QS_PUSH_DUPLICATE;
+		g->dup_idx[g->ndups] = ga->pos[i];
 		g->dup_off[g->ndups] = res.dup_off[d];
 		g->ndups++;
 		refs[d].off = res.dup_off[d];
-		refs[d].item = member[i];
+		refs[d].item = ga->member[i];
 	}
 	resolve_dup_ids(g, items, refs, res.ndups);
 	pfree(refs);
-	pfree(hashes);
-	pfree(probe);
-	pfree(member);
-	pfree(pos);
 	if (!repack)
 	{
 		/* the fresh items beside a duplicate are not written either */
 		for (int k = 0; k < g->nitems; k++)
 			if (items[g->items[k]].status == QS_PUSH_PENDING)
 				items[g->items[k]].status = QS_PUSH_DUPLICATE;
-		return false;
 	}
-	return n > res.ndups;
+	collect_pending(g, items, ga);
+	return true;
+}
+
+/* Pack the group's pending items into its append (none: no segment). */
+static void
+pack_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a)
+{
+	PackArg		pa;
+
+	a->blob = NULL;
+	if (ga->n == 0)
+		return;
+	pa.g = g;
+	pa.items = items;
+	pa.member = ga->member;
+	pa.n = ga->n;
+	a->blob = pack_members(&pa);
+	a->count = ga->n;
+	a->hashes = ga->hashes;
+}
+
+/* The append landed: its items are queued. */
+static void
+group_appended(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a)
+{
+	if (a->blob == NULL)
+		return;
+	g->stored = true;
+	g->base_offset = a->base_offset;
+	g->created_at = a->created_at;
+	g->nqueued += ga->n;
+	for (int i = 0; i < ga->n; i++)
+	{
+		items[ga->member[i]].status = QS_PUSH_QUEUED;
+		items[ga->member[i]].result_id = items[ga->member[i]].id;
+	}
+}
+
+/*
+ * Append every group (`order`, sorted by pid): the segments are packed
+ * first, outside any lock; then the rows are locked in pid order (one
+ * statement; a lone group without dedup is locked by its append) and the
+ * windows probed (a group with duplicates is packed again without them);
+ * then one statement appends them all.
+ */
+static void
+append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
+{
+	QsAppendMany *a = palloc0(sizeof(QsAppendMany) * ng);
+	GroupAppend *ga = palloc0(sizeof(GroupAppend) * ng);
+	bool	   *probes = palloc0(sizeof(bool) * ng);
+	bool		lock = ng > 1;
+
+	for (int g = 0; g < ng; g++)
+	{
+		int			cap = Max(order[g]->nitems, 1);
+
+		CHECK_FOR_INTERRUPTS();
+		a[g].pid = order[g]->part.pid;
+		a[g].window = order[g]->part.window;
+		ga[g].hashes = palloc(cap * QS_HASH_LEN);
+		ga[g].probe = palloc(cap * sizeof(bool));
+		ga[g].member = palloc(cap * sizeof(int));
+		ga[g].pos = palloc(cap * sizeof(int));
+		collect_pending(order[g], items, &ga[g]);
+		/* with dedup on the window is probed (and the cache kept) under the row lock */
+		probes[g] = ga[g].n > 0 && a[g].window > 0;
+		lock |= probes[g];
+		/* packed before any lock: packed again only if the probe finds a duplicate */
+		pack_group(order[g], items, &ga[g], &a[g]);
+	}
+	if (lock)
+		qs_appends_lock(a, ng);
+	for (int g = 0; g < ng; g++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (probes[g] && probe_group(order[g], items, &ga[g], &a[g], repack))
+		{
+			pfree(a[g].blob);
+			pack_group(order[g], items, &ga[g], &a[g]);
+		}
+	}
+	qs_appends_run(a, ng);
+	for (int g = 0; g < ng; g++)
+	{
+		group_appended(order[g], items, &ga[g], &a[g]);
+		order[g]->duplicate = !order[g]->stored && order[g]->ndups > 0;
+		/* the frames are in the segment now */
+		pfree(order[g]->raw.data);
+		order[g]->raw.data = NULL;
+		pfree(ga[g].hashes);
+		pfree(ga[g].probe);
+		pfree(ga[g].member);
+		pfree(ga[g].pos);
+		if (a[g].blob)
+			pfree(a[g].blob);
+	}
+	pfree(a);
+	pfree(ga);
+	pfree(probes);
 }
 
 /*
@@ -425,10 +515,22 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 	if (b->ttab)
 		hash_destroy(b->ttab);
 
-	for (int g = 0; g < ng; g++)
 	{
-		CHECK_FOR_INTERRUPTS();
-		qs_partition_resolve(tenant, groups[g].queue, groups[g].partition, true, &groups[g].part);
+		const char **queues = palloc(sizeof(char *) * Max(ng, 1));
+		const char **partitions = palloc(sizeof(char *) * Max(ng, 1));
+		QsPartition *parts = palloc(sizeof(QsPartition) * Max(ng, 1));
+
+		for (int g = 0; g < ng; g++)
+		{
+			queues[g] = groups[g].queue;
+			partitions[g] = groups[g].partition;
+		}
+		qs_partitions_resolve(tenant, queues, partitions, ng, parts);
+		for (int g = 0; g < ng; g++)
+			groups[g].part = parts[g];
+		pfree(queues);
+		pfree(partitions);
+		pfree(parts);
 	}
 
 	/*
@@ -489,16 +591,7 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 		order[g] = &groups[g];
 	qsort(order, ng, sizeof(QsPushGroup *), group_cmp_pid);
 
-	for (int g = 0; g < ng; g++)
-	{
-		/* a second round finds no duplicate: the probe reports them all at once */
-		while (append_group(order[g], items, b->repack))
-			;
-		order[g]->duplicate = !order[g]->stored && order[g]->ndups > 0;
-		/* the frames are in the segment now */
-		pfree(order[g]->raw.data);
-		order[g]->raw.data = NULL;
-	}
+	append_groups(order, ng, items, b->repack);
 
 	/*
 	 * A follower reports its leader's id once the leader has landed: the

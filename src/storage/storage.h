@@ -56,6 +56,9 @@ typedef struct QsPartition
 
 extern bool qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 								 const char *partition, bool create, QsPartition *out);
+/* the same for n distinct pairs, creating what is missing */
+extern void qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
+								  const char *const *partitions, int n, QsPartition *out);
 /* the id of the tenant's queue, else 42704 (qs_queue_not_found); inside SPI */
 extern void qs_queue_not_found(const char *queue) pg_attribute_noreturn();
 extern Datum qs_queue_id(const pg_uuid_t *tenant, const char *queue);
@@ -80,6 +83,31 @@ typedef bytea *(*QsBlobBuilder) (void *arg);
 extern void qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 								   const uint8 *hashes, QsBlobBuilder build, void *arg,
 								   int64 verified, const bool *probe, QsAppendResult *res);
+/*
+ * Appends to several partitions in one statement: qs_appends_lock locks
+ * their rows in pid order (`a` sorted by pid) and reads their allocators;
+ * qs_appends_run appends each entry's segment (blob set) and records its
+ * hashes in the dedup cache.
+ */
+typedef struct QsAppendMany
+{
+	pg_uuid_t	pid;
+	int			window;
+	/* set by qs_appends_lock */
+	bool		locked;
+	int64		last_offset;
+	int64		txns_start;
+	/* the segment, or blob NULL for none */
+	int			count;
+	bytea	   *blob;
+	const uint8 *hashes;
+	/* set by qs_appends_run */
+	int64		base_offset;
+	TimestampTz created_at;
+} QsAppendMany;
+
+extern void qs_appends_lock(QsAppendMany *a, int n);
+extern void qs_appends_run(QsAppendMany *a, int n);
 /* "dups": [{"i": frame index, "off": the original's offset}, ...] */
 extern void qs_write_dups(QsJson *j, int ndups, const int *dup_idx, const int64 *dup_off);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
