@@ -209,9 +209,9 @@ collect_pending(QsPushGroup *g, QsPushItem *items, GroupAppend *ga)
 /*
  * Probe the window (the row is locked) and set the duplicates aside: with
  * `repack` the fresh items stay pending, without it a duplicate group
- * writes nothing. True when it set any aside.
+ * writes nothing.
  */
-static bool
+static void
 probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a, bool repack)
 {
 	QsAppendResult res;
@@ -221,7 +221,7 @@ probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a,
 	qs_dedup_probe(&g->part.pid, g->part.window, a->last_offset, a->txns_start, -1,
 				   ga->n, ga->hashes, ga->probe, GetCurrentTimestamp(), &res);
 	if (!res.duplicate)
-		return false;
+		return;
 
 	/* the duplicates, by their position among the group's items */
 	if (g->ndups == 0)
@@ -252,7 +252,16 @@ probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a,
 				items[g->items[k]].status = QS_PUSH_DUPLICATE;
 	}
 	collect_pending(g, items, ga);
-	return true;
+}
+
+/* Whether any pending item has a client id, which can repeat. */
+static bool
+any_probed(GroupAppend *ga)
+{
+	for (int i = 0; i < ga->n; i++)
+		if (ga->probe[i])
+			return true;
+	return false;
 }
 
 /* Pack the group's pending items into its append (none: no segment). */
@@ -291,11 +300,12 @@ group_appended(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany 
 }
 
 /*
- * Append every group (`order`, sorted by pid): the segments are packed
- * first, outside any lock; then the rows are locked in pid order (one
- * statement; a lone group without dedup is locked by its append) and the
- * windows probed (a group with duplicates is packed again without them);
- * then one statement appends them all.
+ * Append every group (`order`, sorted by pid): the segments of groups that
+ * cannot hold a duplicate (no dedup, or fresh ids only) are packed first,
+ * outside any lock; then the rows are locked in pid order (one statement; a
+ * lone group without dedup is locked by its append), the windows probed and
+ * the other groups packed without their duplicates; then one statement
+ * appends them all.
  */
 static void
 append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
@@ -303,6 +313,7 @@ append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
 	QsAppendMany *a = palloc0(sizeof(QsAppendMany) * ng);
 	GroupAppend *ga = palloc0(sizeof(GroupAppend) * ng);
 	bool	   *probes = palloc0(sizeof(bool) * ng);
+	bool	   *packed = palloc0(sizeof(bool) * ng);
 	bool		lock = ng > 1;
 
 	for (int g = 0; g < ng; g++)
@@ -320,19 +331,22 @@ append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
 		/* with dedup on the window is probed (and the cache kept) under the row lock */
 		probes[g] = ga[g].n > 0 && a[g].window > 0;
 		lock |= probes[g];
-		/* packed before any lock: packed again only if the probe finds a duplicate */
-		pack_group(order[g], items, &ga[g], &a[g]);
+		/* fresh ids only: nothing can be a duplicate, pack it before any lock */
+		if (!probes[g] || !any_probed(&ga[g]))
+		{
+			pack_group(order[g], items, &ga[g], &a[g]);
+			packed[g] = true;
+		}
 	}
 	if (lock)
 		qs_appends_lock(a, ng);
 	for (int g = 0; g < ng; g++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (probes[g] && probe_group(order[g], items, &ga[g], &a[g], repack))
-		{
-			pfree(a[g].blob);
+		if (probes[g])
+			probe_group(order[g], items, &ga[g], &a[g], repack);
+		if (!packed[g])
 			pack_group(order[g], items, &ga[g], &a[g]);
-		}
 	}
 	qs_appends_run(a, ng);
 	for (int g = 0; g < ng; g++)
@@ -352,6 +366,7 @@ append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
 	pfree(a);
 	pfree(ga);
 	pfree(probes);
+	pfree(packed);
 }
 
 /*
