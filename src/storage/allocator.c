@@ -328,6 +328,18 @@ qs_appends_run(QsAppendMany *a, int n)
 		args[2] = PointerGetDatum(construct_array(blobs, m, BYTEAOID, -1, false, TYPALIGN_INT));
 		args[3] = PointerGetDatum(construct_array(hashes, m, BYTEAOID, -1, false, TYPALIGN_INT));
 		qs_exec(&append_many_plan, args, NULL, 0);
+		/* the arrays copied every segment: give that back now */
+		for (int i = 0; i < 4; i++)
+			pfree(DatumGetPointer(args[i]));
+		for (k = 0; k < m; k++)
+		{
+			pfree(DatumGetPointer(ids[k]));
+			pfree(DatumGetPointer(hashes[k]));
+		}
+		pfree(ids);
+		pfree(counts);
+		pfree(blobs);
+		pfree(hashes);
 	}
 	if (SPI_processed != (uint64) m)
 		partition_vanished();

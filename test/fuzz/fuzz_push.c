@@ -6,8 +6,10 @@
  * Input: the request body, as the listener hands it to queen.push (NUL-free,
  * valid UTF-8, parsed as jsonb). Partitions resolve to made-up ids; each
  * appended segment is decoded again with the real decoder and compared with
- * the hashes push computed; transaction ids starting with "d" are reported
- * as already stored, so the duplicate and repack paths run too. Checked:
+ * the hashes push computed (in ascending partition order, every row locked
+ * when there are several); a client id whose hash starts with a byte that
+ * is a multiple of 4 is reported as already stored, so the duplicate and
+ * repack paths run too. Checked:
  * push either answers one result per item or raises an input error (a 400:
  * 22023, 22P02, 22003, 54000), never anything else.
  */
@@ -65,48 +67,94 @@ qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, in
 	return false;
 }
 
+/* The storage below push: partitions resolved, rows locked, segments appended. */
+void
+qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
+					  const char *const *partitions, int n, QsPartition *out)
+{
+	for (int i = 0; i < n; i++)
+		qs_partition_resolve(tenant, queues[i], partitions[i], true, &out[i]);
+}
+
 static int64 next_offset = 0;
 
-void
-qs_append_segment(const pg_uuid_t *pid, int window, int count, const uint8 *hashes,
-				  bytea *blob, int64 verified, const bool *probe, QsAppendResult *res)
+/* the global lock order: ascending, distinct partition ids */
+static void
+check_sorted(QsAppendMany *a, int n)
 {
-	QsFrame    *f = qs_segment_decode(blob, count, pid, next_offset);
+	for (int i = 1; i < n; i++)
+		if (memcmp(a[i - 1].pid.data, a[i].pid.data, UUID_LEN) >= 0)
+		{
+			fprintf(stderr, "appends not in ascending, distinct partition order\n");
+			abort();
+		}
+}
+
+void
+qs_appends_lock(QsAppendMany *a, int n)
+{
+	check_sorted(a, n);
+	for (int i = 0; i < n; i++)
+	{
+		a[i].locked = true;
+		a[i].last_offset = next_offset - 1;
+		a[i].txns_start = 0;
+	}
+}
+
+/* A probed hash whose first byte is a multiple of 4 is "already stored". */
+void
+qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_start,
+			   int64 verified, int count, const uint8 *hashes, const bool *probe,
+			   TimestampTz now, QsAppendResult *res)
+{
 	int			ndups = 0;
 
 	memset(res, 0, sizeof(*res));
-	res->dup_idx = palloc(sizeof(int) * count);
-	res->dup_off = palloc(sizeof(int64) * count);
+	res->dup_idx = palloc(sizeof(int) * Max(count, 1));
+	res->dup_off = palloc(sizeof(int64) * Max(count, 1));
 	for (int i = 0; i < count; i++)
-	{
-		uint8		h[QS_HASH_LEN];
-
-		qs_txn_hash(f[i].txn, f[i].txn_len, h);
-		if (memcmp(h, hashes + i * QS_HASH_LEN, QS_HASH_LEN) != 0)
-		{
-			fprintf(stderr, "frame %d: its hash is not its transaction id's\n", i);
-			abort();
-		}
-		if (probe[i] && f[i].txn_len > 0 && f[i].txn[0] == 'd')
+		if ((probe == NULL || probe[i]) && hashes[i * QS_HASH_LEN] % 4 == 0)
 		{
 			res->dup_idx[ndups] = i;
 			res->dup_off[ndups++] = i;
 		}
-	}
 	res->duplicate = ndups > 0;
 	res->ndups = ndups;
-	res->base_offset = next_offset;
-	res->created_at = GetCurrentTimestamp();
-	if (!res->duplicate)
-		next_offset += count;
 }
 
+/* Each segment decoded with the real decoder: its frames' hashes must be the ones given. */
 void
-qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count, const uint8 *hashes,
-					   QsBlobBuilder build, void *arg, int64 verified, const bool *probe,
-					   QsAppendResult *res)
+qs_appends_run(QsAppendMany *a, int n)
 {
-	qs_append_segment(pid, window, count, hashes, build(arg), verified, probe, res);
+	check_sorted(a, n);
+	for (int g = 0; g < n; g++)
+	{
+		QsFrame    *f;
+
+		if (a[g].blob == NULL)
+			continue;
+		if (n > 1 && !a[g].locked)
+		{
+			fprintf(stderr, "appends to several partitions with a row not locked\n");
+			abort();
+		}
+		f = qs_segment_decode(a[g].blob, a[g].count, &a[g].pid, next_offset);
+		for (int i = 0; i < a[g].count; i++)
+		{
+			uint8		h[QS_HASH_LEN];
+
+			qs_txn_hash(f[i].txn, f[i].txn_len, h);
+			if (memcmp(h, a[g].hashes + i * QS_HASH_LEN, QS_HASH_LEN) != 0)
+			{
+				fprintf(stderr, "frame %d: its hash is not its transaction id's\n", i);
+				abort();
+			}
+		}
+		a[g].base_offset = next_offset;
+		a[g].created_at = GetCurrentTimestamp();
+		next_offset += a[g].count;
+	}
 }
 
 void
