@@ -22,34 +22,27 @@ CREATE FUNCTION pg_temp.norm_all(answers jsonb[]) RETURNS text LANGUAGE sql AS $
 	  FROM e
 $$;
 
--- The requests pushed one by one (push_text) and as one (push_text_many),
--- each rolled back: their answers (normalized) or errors compared.
+-- A statement over the requests $1 run and rolled back: its text, or its error.
+CREATE FUNCTION pg_temp.outcome(q text, reqs text[]) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	r text;
+BEGIN
+	EXECUTE q INTO r USING reqs;
+	RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = r;
+EXCEPTION WHEN SQLSTATE 'QS999' THEN
+	RETURN SQLERRM;
+WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- The requests pushed one by one (push_text, in order) and as one
+-- (push_text_many): their answers (normalized) or errors compared.
 CREATE FUNCTION pg_temp.seq_many(reqs text[]) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
-	a text;
-	b text;
-	r text;
-	seq jsonb[] := '{}';
+	a text := pg_temp.outcome('SELECT pg_temp.norm_all(ARRAY(SELECT queen.push_text(r)::jsonb'
+	                          ' FROM unnest($1) WITH ORDINALITY AS u(r, n) ORDER BY n))', reqs);
+	b text := pg_temp.outcome('SELECT pg_temp.norm_all(queen.push_text_many($1)::jsonb[])', reqs);
 BEGIN
-	BEGIN
-		FOREACH r IN ARRAY reqs LOOP
-			seq := array_append(seq, queen.push_text(r)::jsonb);
-		END LOOP;
-		a := pg_temp.norm_all(seq);
-		RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = a;
-	EXCEPTION WHEN SQLSTATE 'QS999' THEN
-		a := SQLERRM;
-	WHEN OTHERS THEN
-		a := SQLSTATE || ': ' || SQLERRM;
-	END;
-	BEGIN
-		b := pg_temp.norm_all(queen.push_text_many(reqs)::jsonb[]);
-		RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = b;
-	EXCEPTION WHEN SQLSTATE 'QS999' THEN
-		b := SQLERRM;
-	WHEN OTHERS THEN
-		b := SQLSTATE || ': ' || SQLERRM;
-	END;
 	IF a IS NOT DISTINCT FROM b THEN
 		RETURN 'same: ' || a;
 	END IF;

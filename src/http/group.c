@@ -113,6 +113,57 @@ qs_group_timeout(void)
 																			  qs_http_group_max_wait_ms)));
 }
 
+/* Not first in its group: wait for a lock at most QS_GROUP_LOCK_WAIT_MS. True if limited. */
+static bool
+limit_lock_wait(bool first)
+{
+	if (first || (LockTimeout != 0 && LockTimeout <= QS_GROUP_LOCK_WAIT_MS))
+		return false;
+	LockTimeout = QS_GROUP_LOCK_WAIT_MS;
+	return true;
+}
+
+/*
+ * In a member's PG_CATCH: its error, copied into `cxt`, once its
+ * subtransaction (and any it left open inside: nest levels from `level`
+ * down) is rolled back and the lock wait, the statement timeout, the
+ * memory context and the resource owner are restored. *timed_out, if
+ * given: whether the statement timeout had fired.
+ */
+static ErrorData *
+abort_member(MemoryContext cxt, ResourceOwner owner, int level, int lock_timeout,
+			 bool *timed_out)
+{
+	ErrorData  *edata;
+
+	HOLD_INTERRUPTS();
+	LockTimeout = lock_timeout;
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	if (timed_out)
+		*timed_out = qs_http_statement_timeout_ms > 0 &&
+			get_timeout_indicator(STATEMENT_TIMEOUT, false);
+	if (qs_http_statement_timeout_ms > 0)
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	while (GetCurrentTransactionNestLevel() >= level)
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	RESUME_INTERRUPTS();
+	return edata;
+}
+
+/* Gave way on a lock: it runs first in the next group. */
+static void
+defer(QsReq *req)
+{
+	req->deferred = true;
+	req->resp = NULL;
+	req->resp_len = 0;
+	req->status = 500;
+}
+
 /*
  * Run one request of the group in a subtransaction. Its errors become its
  * answer (or, for a lock it gave way on, a deferral), with its
@@ -134,11 +185,7 @@ run_member(QsReq *req, bool first)
 	PG_TRY();
 	{
 		QueryCancelPending = false;
-		if (!first && (LockTimeout == 0 || LockTimeout > QS_GROUP_LOCK_WAIT_MS))
-		{
-			LockTimeout = QS_GROUP_LOCK_WAIT_MS;
-			limited = true;
-		}
+		limited = limit_lock_wait(first);
 		qs_http_run_body(req, def, " (group commit)");
 		LockTimeout = saved_lock_timeout;
 		ReleaseCurrentSubTransaction();
@@ -147,33 +194,14 @@ run_member(QsReq *req, bool first)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		HOLD_INTERRUPTS();
-		LockTimeout = saved_lock_timeout;
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		if (qs_http_statement_timeout_ms > 0)
-			disable_timeout(STATEMENT_TIMEOUT, false);
-		/* this request's subtransaction, and any it left open inside */
-		while (GetCurrentTransactionNestLevel() >= level)
-			RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		RESUME_INTERRUPTS();
+		ErrorData  *edata = abort_member(cxt, owner, level, saved_lock_timeout, NULL);
 
 		req->parked = false;
 		if (limited && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-		{
-			/* gave way: it runs first in the next group */
-			req->deferred = true;
-			req->resp = NULL;
-			req->resp_len = 0;
-			req->status = 500;
-		}
+			defer(req);
 		else
 			qs_http_fail(req, def->failed, edata);
+		FreeErrorData(edata);
 	}
 	PG_END_TRY();
 }
@@ -237,11 +265,7 @@ run_merged(QsReq **members, int n, bool first)
 	PG_TRY();
 	{
 		QueryCancelPending = false;
-		if (!first && (LockTimeout == 0 || LockTimeout > QS_GROUP_LOCK_WAIT_MS))
-		{
-			LockTimeout = QS_GROUP_LOCK_WAIT_MS;
-			limited = true;
-		}
+		limited = limit_lock_wait(first);
 		if (qs_http_statement_timeout_ms > 0)
 			enable_timeout_after(STATEMENT_TIMEOUT, qs_http_statement_timeout_ms);
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -267,23 +291,8 @@ run_merged(QsReq **members, int n, bool first)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
 		bool		timed_out;
-
-		HOLD_INTERRUPTS();
-		LockTimeout = saved_lock_timeout;
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		timed_out = qs_http_statement_timeout_ms > 0 &&
-			get_timeout_indicator(STATEMENT_TIMEOUT, false);
-		if (qs_http_statement_timeout_ms > 0)
-			disable_timeout(STATEMENT_TIMEOUT, false);
-		while (GetCurrentTransactionNestLevel() >= level)
-			RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		RESUME_INTERRUPTS();
+		ErrorData  *edata = abort_member(cxt, owner, level, saved_lock_timeout, &timed_out);
 
 		done = true;
 		if (limited && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
@@ -292,10 +301,7 @@ run_merged(QsReq **members, int n, bool first)
 			for (int k = 0; k < nm; k++)
 			{
 				m[k]->handled = true;
-				m[k]->deferred = true;
-				m[k]->resp = NULL;
-				m[k]->resp_len = 0;
-				m[k]->status = 500;
+				defer(m[k]);
 			}
 		}
 		else if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED && !timed_out)
