@@ -107,6 +107,7 @@ typedef struct QsScan
 {
 	const char *p;				/* the next byte */
 	const char *end;
+	bool		trusted;		/* text we wrote: \u escapes skipped, numbers not checked */
 } QsScan;
 
 extern void qs_scan_ws(QsScan *s);

@@ -407,6 +407,6 @@ extern void qs_samples_take(void);
 extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
 extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
-extern void qs_pop_note_partitions(QsReq *req, Jsonb *response);
+extern void qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid);
 
 #endif							/* QS_HTTP_INT_H */

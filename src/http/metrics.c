@@ -77,32 +77,12 @@ qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant)
 	return e ? e->stat : NULL;
 }
 
-/* A pop's messages name their partitions: remember the queue of each. */
+/* A pop's message names its partition: remember the partition's queue. */
 void
-qs_pop_note_partitions(QsReq *req, Jsonb *response)
+qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid)
 {
-	JsonbValue	v;
-	JsonbContainer *msgs;
-	pg_uuid_t	last;
-	bool		have_last = false;
-
-	if (getKeyJsonValueFromContainer(&response->root, "messages", 8, &v) == NULL ||
-		(msgs = qs_json_container(&v)) == NULL || !JsonContainerIsArray(msgs))
-		return;
-	for (int i = 0; i < (int) JsonContainerSize(msgs); i++)
-	{
-		JsonbContainer *m = qs_json_container(getIthJsonbValueFromContainer(msgs, i));
-		pg_uuid_t	pid;
-
-		if (m == NULL || !qs_json_uuid(m, "partitionId", "message", false, &pid))
-			continue;
-		if (have_last && memcmp(&pid, &last, UUID_LEN) == 0)
-			continue;
-		last = pid;
-		have_last = true;
-		if (qs_partition_stat(&pid, &req->tenant) == NULL)
-			qs_partition_stat_remember(&pid, &req->tenant, req->pop->queue);
-	}
+	if (qs_partition_stat(pid, &req->tenant) == NULL)
+		qs_partition_stat_remember(pid, &req->tenant, req->pop->queue);
 }
 
 /* ---------------------------------------------------------------- /metrics */

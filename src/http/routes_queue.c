@@ -2,8 +2,10 @@
  * routes_queue.c: the queue routes of /api/v1 (push, pop, ack, lease
  * extension) and /health.
  *
- * Each route calls the SQL function of the same name (queen.push, queen.pop,
- * queen.ack, queen.renew_lease), so SQL and HTTP answer the same bodies.
+ * Each route calls the SQL function of its name (queen.push_text and
+ * queen.pop_text, the text entries of queen.push and queen.pop, whose
+ * answers are written as they are; queen.ack, queen.renew_lease), so SQL
+ * and HTTP answer the same bodies.
  *
  * A pop with wait=true that finds nothing waits (parked.c) and is retried.
  */
@@ -34,7 +36,7 @@ static QsPlan push_buffer_plan = {
 };
 
 static QsPlan pop_plan = {
-	"SELECT queen.pop($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+	"SELECT queen.pop_text($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
 	10, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, BOOLOID, UUIDOID, TEXTOID, TEXTOID, INT4OID}
 };
 
@@ -312,16 +314,117 @@ pop_parse(QsReq *req)
 	return true;
 }
 
-static int
-messages_in(Jsonb *jb)
+/* Past the next ',' (true) or the closing character (false) of a container. */
+static bool
+scan_more(QsScan *s, char close, bool *ok)
 {
+	bool		more;
+
+	qs_scan_ws(s);
+	*ok = s->p < s->end && (*s->p == ',' || *s->p == close);
+	if (!*ok)
+		return false;
+	more = *s->p++ == ',';
+	qs_scan_ws(s);
+	return more;
+}
+
+/*
+ * Count the messages of queen.pop_text's answer and note the partition of
+ * each (for the acks' metrics), reading the text with json_scan.c's
+ * scanner; -1 if it does not read as that answer.
+ */
+static int
+read_pop_answer(QsReq *req, const char *txt, int len)
+{
+	QsScan		s = {txt, txt + len, true};
+	const char *key;
+	int			klen;
+	bool		escaped;
+	bool		ok = true;
+	int			n = 0;
+	pg_uuid_t	pid,
+				last;
+	bool		have_last = false;
+
+	qs_scan_ws(&s);
+	if (s.p >= s.end || *s.p++ != '{')
+		return -1;
+	qs_scan_ws(&s);
+	do
+	{
+		if (!qs_scan_key(&s, &key, &klen, &escaped))
+			return -1;
+		if (klen != 8 || memcmp(key, "messages", 8) != 0)
+		{
+			if (!qs_scan_skip(&s))
+				return -1;
+			continue;
+		}
+		if (s.p >= s.end || *s.p++ != '[')
+			return -1;
+		qs_scan_ws(&s);
+		if (s.p < s.end && *s.p == ']')
+		{
+			s.p++;
+			continue;
+		}
+		do
+		{
+			if (s.p >= s.end || *s.p++ != '{')
+				return -1;
+			qs_scan_ws(&s);
+			do
+			{
+				const char *v;
+
+				if (!qs_scan_key(&s, &key, &klen, &escaped))
+					return -1;
+				v = s.p;
+				if (!qs_scan_skip(&s))
+					return -1;
+				if (klen == 11 && memcmp(key, "partitionId", 11) == 0 &&
+					s.p - v == QS_UUID_STRLEN + 2 && qs_uuid_parse(v + 1, QS_UUID_STRLEN, &pid) &&
+					!(have_last && memcmp(&pid, &last, sizeof(pid)) == 0))
+				{
+					last = pid;
+					have_last = true;
+					qs_pop_note_partition(req, &pid);
+				}
+			} while (scan_more(&s, '}', &ok));
+			if (!ok)
+				return -1;
+			n++;
+		} while (scan_more(&s, ']', &ok));
+		if (!ok)
+			return -1;
+	} while (scan_more(&s, '}', &ok));
+	return ok ? n : -1;
+}
+
+/* The same through jsonb, for an answer the scanner gives up on (payloads nested past its depth). */
+static int
+read_pop_answer_jsonb(QsReq *req, const char *txt)
+{
+	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(txt)));
 	JsonbValue	v;
+	JsonbContainer *msgs;
+	int			n;
 
 	if (!JB_ROOT_IS_OBJECT(jb) ||
 		getKeyJsonValueFromContainer(&jb->root, "messages", 8, &v) == NULL ||
-		v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+		(msgs = qs_json_container(&v)) == NULL || !JsonContainerIsArray(msgs))
 		return 0;
-	return JsonContainerSize(v.val.binary.data);
+	n = JsonContainerSize(msgs);
+	for (int i = 0; i < n; i++)
+	{
+		JsonbContainer *m = qs_json_container(getIthJsonbValueFromContainer(msgs, i));
+		pg_uuid_t	pid;
+
+		if (m != NULL && qs_json_uuid(m, "partitionId", "message", false, &pid))
+			qs_pop_note_partition(req, &pid);
+	}
+	return n;
 }
 
 static void
@@ -330,7 +433,8 @@ pop_run(QsReq *req)
 	QsPop	   *p = req->pop;
 	Datum		args[10];
 	char		nulls[10];
-	Jsonb	   *jb;
+	char	   *txt;
+	int			len;
 	int			n;
 
 	if (qs_maintenance_on(true))
@@ -359,15 +463,17 @@ pop_run(QsReq *req)
 	args[9] = Int32GetDatum(p->partitions);
 
 	qs_spi_connect();
-	jb = qs_http_call(&pop_plan, args, nulls, req->ctx);
+	txt = qs_http_call_text(&pop_plan, args, nulls, req->ctx, &len);
 	qs_spi_finish();
 
-	n = messages_in(jb);
+	n = read_pop_answer(req, txt, len);
+	if (n < 0)
+		n = read_pop_answer_jsonb(req, txt);
 	if (n > 0)
 	{
-		respond_jsonb(req, 200, jb);
-		/* remember where these partitions belong, for the acks to come */
-		qs_pop_note_partitions(req, jb);
+		req->status = 200;
+		req->resp = txt;
+		req->resp_len = len;
 		qs_stat_add(&req->tenant, p->queue, QS_STAT_POPPED, n);
 	}
 	else if (!qs_park_wait(req))
