@@ -123,6 +123,28 @@ limit_lock_wait(bool first)
 	return true;
 }
 
+/* Open a member's subtransaction: its nest level, which abort_member rolls back to. */
+static int
+begin_member(MemoryContext cxt)
+{
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	return GetCurrentTransactionNestLevel();
+}
+
+/* A member ran to its end: keep (or drop) its subtransaction, restore the rest. */
+static void
+end_member(bool keep, MemoryContext cxt, ResourceOwner owner, int lock_timeout)
+{
+	LockTimeout = lock_timeout;
+	if (keep)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+}
+
 /*
  * In a member's PG_CATCH: its error, copied into `cxt`, once its
  * subtransaction (and any it left open inside: nest levels from `level`
@@ -179,18 +201,13 @@ run_member(QsReq *req, bool first)
 	volatile bool limited = false;
 	int			level;
 
-	BeginInternalSubTransaction(NULL);
-	level = GetCurrentTransactionNestLevel();
-	MemoryContextSwitchTo(cxt);
+	level = begin_member(cxt);
 	PG_TRY();
 	{
 		QueryCancelPending = false;
 		limited = limit_lock_wait(first);
 		qs_http_run_body(req, def, " (group commit)");
-		LockTimeout = saved_lock_timeout;
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		end_member(true, cxt, owner, saved_lock_timeout);
 	}
 	PG_CATCH();
 	{
@@ -259,9 +276,7 @@ run_merged(QsReq **members, int n, bool first)
 	}
 
 	cxt = m[0]->ctx;
-	BeginInternalSubTransaction(NULL);
-	level = GetCurrentTransactionNestLevel();
-	MemoryContextSwitchTo(cxt);
+	level = begin_member(cxt);
 	PG_TRY();
 	{
 		QueryCancelPending = false;
@@ -275,13 +290,7 @@ run_merged(QsReq **members, int n, bool first)
 		PopActiveSnapshot();
 		if (qs_http_statement_timeout_ms > 0)
 			disable_timeout(STATEMENT_TIMEOUT, false);
-		LockTimeout = saved_lock_timeout;
-		if (done)
-			ReleaseCurrentSubTransaction();
-		else
-			RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		end_member(done, cxt, owner, saved_lock_timeout);
 		if (done)
 		{
 			for (int k = 0; k < nm; k++)
