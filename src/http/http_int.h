@@ -280,7 +280,9 @@ extern void qs_http_body_check(QsReq *req);
 extern Jsonb *qs_http_body_jsonb(QsReq *req);
 extern void qs_http_raise_bad_body(MemoryContext cxt);
 extern const char *qs_http_query_value(QsReq *req, const char *key);
+extern Datum qs_http_call_value(void *plan, Datum *args, const char *nulls);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
+extern char *qs_http_text_copy(text *t, MemoryContext into, int *len);
 extern char *qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into,
 							   int *len);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);

@@ -167,19 +167,19 @@ qs_http_raise_bad_body(MemoryContext cxt)
 			 : errmsg("bad body: %s", edata->message)));
 }
 
-/* Run a prepared "SELECT fn(...)": its one value, never NULL. */
-static Datum
-call_value(QsPlan *plan, Datum *args, const char *nulls)
+/* Run a prepared "SELECT fn(...)": its one value, never NULL. The caller is connected to SPI. */
+Datum
+qs_http_call_value(void *plan, Datum *args, const char *nulls)
 {
 	bool		isnull;
 	Datum		d;
 
-	qs_exec(plan, args, nulls, 1);
+	qs_exec((QsPlan *) plan, args, nulls, 1);
 	if (SPI_processed != 1)
-		elog(ERROR, "%s returned no row", plan->sql);
+		elog(ERROR, "%s returned no row", ((QsPlan *) plan)->sql);
 	d = qs_col(0, 1, &isnull);
 	if (isnull)
-		elog(ERROR, "%s returned NULL", plan->sql);
+		elog(ERROR, "%s returned NULL", ((QsPlan *) plan)->sql);
 	return d;
 }
 
@@ -190,7 +190,7 @@ call_value(QsPlan *plan, Datum *args, const char *nulls)
 Jsonb *
 qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 {
-	Datum		d = call_value((QsPlan *) plan, args, nulls);
+	Datum		d = qs_http_call_value(plan, args, nulls);
 	MemoryContext old = MemoryContextSwitchTo(into);
 	Jsonb	   *jb = DatumGetJsonbPCopy(d);
 
@@ -202,7 +202,13 @@ qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into)
 char *
 qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into, int *len)
 {
-	text	   *t = DatumGetTextPP(call_value((QsPlan *) plan, args, nulls));
+	return qs_http_text_copy(DatumGetTextPP(qs_http_call_value(plan, args, nulls)), into, len);
+}
+
+/* A text value (json, text) as a NUL-terminated string in `into`, and its length. */
+char *
+qs_http_text_copy(text *t, MemoryContext into, int *len)
+{
 	char	   *out;
 
 	*len = VARSIZE_ANY_EXHDR(t);

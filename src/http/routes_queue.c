@@ -172,13 +172,11 @@ push_run_many(QsReq **reqs, int n)
 	bool	   *elem_nulls;
 	int			nelems;
 
-	Oid			argtypes[3] = {TEXTARRAYOID, UUIDOID, TEXTARRAYOID};
-
 	if (qs_cells_is_router)
 		return false;
 	/* a library newer than the installed extension (before ALTER EXTENSION UPDATE) */
 	if (!OidIsValid(LookupFuncName(list_make2(makeString("queen"), makeString("push_text_many")),
-								   3, argtypes, true)))
+								   push_many_plan.nargs, push_many_plan.argtypes, true)))
 		return false;
 	qs_spi_connect();
 	if (qs_maintenance_on(false))
@@ -200,37 +198,16 @@ push_run_many(QsReq **reqs, int n)
 													 TEXTOID, -1, false, TYPALIGN_INT));
 	else
 		nulls[2] = 'n';
-	qs_exec(&push_many_plan, args, nulls, 1);
-	if (SPI_processed != 1)
-		elog(ERROR, "%s returned no row", push_many_plan.sql);
-	{
-		bool		isnull;
-		Datum		d = qs_col(0, 1, &isnull);
-
-		if (isnull)
-			elog(ERROR, "%s returned NULL", push_many_plan.sql);
-		answers = DatumGetArrayTypeP(d);
-	}
+	answers = DatumGetArrayTypeP(qs_http_call_value(&push_many_plan, args, nulls));
 	deconstruct_array(answers, JSONOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
 	if (nelems != n)
 		elog(ERROR, "%s returned %d answers for %d requests", push_many_plan.sql, nelems, n);
 	for (int k = 0; k < n; k++)
 	{
-		text	   *t;
-		int			len;
-		char	   *out;
-
 		if (elem_nulls[k])
 			elog(ERROR, "%s returned a NULL answer", push_many_plan.sql);
-		t = DatumGetTextPP(elems[k]);
-		len = VARSIZE_ANY_EXHDR(t);
-		out = MemoryContextAlloc(reqs[k]->ctx, len + 1);
-
-		memcpy(out, VARDATA_ANY(t), len);
-		out[len] = '\0';
 		reqs[k]->status = 201;
-		reqs[k]->resp = out;
-		reqs[k]->resp_len = len;
+		reqs[k]->resp = qs_http_text_copy(DatumGetTextPP(elems[k]), reqs[k]->ctx, &reqs[k]->resp_len);
 	}
 	qs_spi_finish();
 	return true;

@@ -263,6 +263,13 @@ qs_appends_lock(QsAppendMany *a, int n)
 		a[i].locked = true;
 }
 
+/* bsearch over appends sorted by pid: the key is a pg_uuid_t */
+static int
+pid_cmp(const void *key, const void *elem)
+{
+	return memcmp(((const pg_uuid_t *) key)->data, ((const QsAppendMany *) elem)->pid.data, UUID_LEN);
+}
+
 static bytea *
 hashes_bytea(const uint8 *hashes, int count)
 {
@@ -358,28 +365,12 @@ qs_appends_run(QsAppendMany *a, int n)
 			i = last;
 		else
 		{
-			/* `a` is sorted by pid: a binary search */
-			int			lo = 0,
-						hi = n - 1;
+			/* `a` is sorted by pid */
+			QsAppendMany *hit = bsearch(pid, a, n, sizeof(QsAppendMany), pid_cmp);
 
-			i = -1;
-			while (lo <= hi)
-			{
-				int			mid = (lo + hi) / 2;
-				int			c = memcmp(a[mid].pid.data, pid->data, UUID_LEN);
-
-				if (c == 0)
-				{
-					i = mid;
-					break;
-				}
-				if (c < 0)
-					lo = mid + 1;
-				else
-					hi = mid - 1;
-			}
-			if (i < 0 || a[i].blob == NULL)
+			if (hit == NULL || hit->blob == NULL)
 				elog(ERROR, "append returned a partition it was not given");
+			i = hit - a;
 		}
 		a[i].base_offset = end - a[i].count + 1;
 		a[i].created_at = at;

@@ -176,7 +176,7 @@ write_frame(QsPushGroup *g, QsPushItem *it, int i)
 /*
  * A group's append, in three steps so that several partitions append in one
  * statement: collect its pending items, probe its window for them (row
- * locked), pack what stays pending. `members` holds the items packed.
+ * locked), pack what stays pending; `member` lists the items packed.
  */
 typedef struct GroupAppend
 {
