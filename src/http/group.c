@@ -25,7 +25,8 @@
  * group with one call, in one subtransaction run first (the pushes become
  * one push: one segment and one row update per partition, so a hot
  * partition's row is locked once per group and only for that call and the
- * commit). If that call raises, it rolls back and the requests run one by
+ * commit; the cycles become one call whose sink items are one push). If
+ * that call raises, it rolls back and the requests run one by
  * one as above, each with its own answer.
  *
  * If the shared commit fails, nothing of the group is stored: every

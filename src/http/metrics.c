@@ -218,7 +218,7 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 	appendStringInfo(out, "queen_streams_http_group_deferrals_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->group_deferrals));
 	header(out, "queen_streams_http_group_merged_total", "counter",
-		   "Requests of a group commit served by one call with others (the group's pushes as one push).");
+		   "Requests of a group commit served by one call with others (the group's pushes as one push, its cycles in one call).");
 	appendStringInfo(out, "queen_streams_http_group_merged_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->group_merged));
 	/* server-wide, like the wake-ups (storage counts it: fence.c) */

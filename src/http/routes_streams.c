@@ -12,8 +12,11 @@
 #include "http/http_int.h"
 
 #include "catalog/pg_type_d.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
 #include "storage/storage.h"
 #include "streams/streams.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 typedef struct StreamsCall
@@ -33,6 +36,10 @@ static QsPlan state_get_plan = {
 
 static QsPlan cycle_plan = {
 	"SELECT queen_streams.cycle($1, $2)", 2, {JSONBOID, UUIDOID}
+};
+
+static QsPlan cycle_many_plan = {
+	"SELECT queen_streams.cycle_many($1, $2)", 2, {JSONBARRAYOID, UUIDOID}
 };
 
 static bool
@@ -85,13 +92,26 @@ partition_visible(QsReq *req, StreamsCall *c)
 	return false;
 }
 
+/* The answer to the call's response (in the request's memory): its status and text. */
+static void
+respond(QsReq *req, StreamsCall *c)
+{
+	MemoryContext old = MemoryContextSwitchTo(req->ctx);
+	int			len;
+
+	req->status = qs_http_status(c->route, c->response);
+	req->resp = qs_http_jsonb_text(c->response, &len);
+	req->resp_len = len;
+	MemoryContextSwitchTo(old);
+}
+
 static void
 run(QsReq *req, QsPlan *plan, bool gated)
 {
 	StreamsCall *c = (StreamsCall *) req->state;
 	Datum		args[2];
-	int			len;
 
+	c->response = NULL;
 	qs_spi_connect();
 	if (!gated || partition_visible(req, c))
 	{
@@ -110,9 +130,7 @@ run(QsReq *req, QsPlan *plan, bool gated)
 			v.type == jbvBinary)
 			qs_cells_pushed(req, JsonbValueToJsonb(&v));
 	}
-	req->status = qs_http_status(c->route, c->response);
-	req->resp = qs_http_jsonb_text(c->response, &len);
-	req->resp_len = len;
+	respond(req, c);
 }
 
 static void
@@ -131,6 +149,68 @@ static void
 cycle_run(QsReq *req)
 {
 	run(req, &cycle_plan, true);
+}
+
+/*
+ * A group's cycles of one tenant in one call (queen_streams.cycle_many):
+ * their sink items are pushed as one push, so each sink partition's row is
+ * locked once, last. A foreign partition still answers its 404 first and
+ * stays out of the call. Declined on a router, whose counting reads each
+ * answer, and before ALTER EXTENSION UPDATE has installed the function.
+ * Any error: the caller runs them one by one, each with its own answer.
+ */
+static bool
+cycle_run_many(QsReq **reqs, int n)
+{
+	Datum	   *bodies = palloc(sizeof(Datum) * n);
+	int		   *who = palloc(sizeof(int) * n);
+	int			m = 0;
+	Datum		args[2];
+	ArrayType  *answers;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			nelems;
+
+	if (qs_cells_is_router)
+		return false;
+	if (!OidIsValid(LookupFuncName(list_make2(makeString("queen_streams"), makeString("cycle_many")),
+								   cycle_many_plan.nargs, cycle_many_plan.argtypes, true)))
+		return false;
+	qs_spi_connect();
+	for (int k = 0; k < n; k++)
+	{
+		StreamsCall *c = (StreamsCall *) reqs[k]->state;
+
+		c->response = NULL;
+		if (!partition_visible(reqs[k], c))
+			continue;
+		bodies[m] = JsonbPGetDatum(c->request);
+		who[m++] = k;
+	}
+	if (m > 0)
+	{
+		args[0] = PointerGetDatum(construct_array(bodies, m, JSONBOID, -1, false, TYPALIGN_INT));
+		args[1] = qs_uuid_datum(&reqs[0]->tenant);
+		answers = DatumGetArrayTypeP(qs_http_call_value(&cycle_many_plan, args, NULL));
+		deconstruct_array(answers, JSONBOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
+		if (nelems != m)
+			elog(ERROR, "%s returned %d answers for %d requests", cycle_many_plan.sql, nelems, m);
+		for (int i = 0; i < m; i++)
+		{
+			QsReq	   *req = reqs[who[i]];
+			StreamsCall *c = (StreamsCall *) req->state;
+			MemoryContext old;
+
+			if (elem_nulls[i])
+				elog(ERROR, "%s returned a NULL answer", cycle_many_plan.sql);
+			old = MemoryContextSwitchTo(req->ctx);
+			c->response = DatumGetJsonbPCopy(elems[i]);
+			MemoryContextSwitchTo(old);
+			respond(req, c);
+		}
+	}
+	qs_spi_finish();
+	return true;
 }
 
 /*
@@ -180,4 +260,4 @@ cycle_after(QsReq *req)
 
 const QsRouteDef qs_route_queries = {queries_parse, queries_run, NULL, "register failed", true, true};
 const QsRouteDef qs_route_state_get = {state_get_parse, state_get_run, NULL, "state get failed", true, true};
-const QsRouteDef qs_route_cycle = {cycle_parse, cycle_run, cycle_after, "cycle failed", true, true};
+const QsRouteDef qs_route_cycle = {cycle_parse, cycle_run, cycle_after, "cycle failed", true, true, cycle_run_many};

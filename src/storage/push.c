@@ -236,6 +236,7 @@ probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a,
 
 		CHECK_FOR_INTERRUPTS();
 		items[ga->member[i]].status = QS_PUSH_DUPLICATE;
+		items[ga->member[i]].offset = res.dup_off[d];
 		g->dup_idx[g->ndups] = ga->pos[i];
 		g->dup_off[g->ndups] = res.dup_off[d];
 		g->ndups++;
@@ -296,6 +297,7 @@ group_appended(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany 
 	{
 		items[ga->member[i]].status = QS_PUSH_QUEUED;
 		items[ga->member[i]].result_id = items[ga->member[i]].id;
+		items[ga->member[i]].offset = a->base_offset + i;
 	}
 }
 
@@ -468,6 +470,7 @@ qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
 	it->leader = -1;
 	it->cross = -1;
 	it->frame_len = -1;
+	it->offset = -1;
 	qs_txn_hash(it->txn, it->txn_len, it->hash);
 	if (it->txn_given)
 	{
@@ -614,7 +617,10 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 	 */
 	for (int i = 0; i < nitems; i++)
 		if (items[i].leader >= 0 && items[items[i].leader].status != QS_PUSH_PENDING)
+		{
 			items[i].result_id = items[items[i].leader].result_id;
+			items[i].offset = items[items[i].leader].offset;
+		}
 	for (int i = 0; i < nitems; i++)
 		items[i].pid = groups[items[i].group].part.pid;
 	/* counted, and parked long-poll pops woken, when this commits */

@@ -175,7 +175,18 @@ typedef struct QsPushItem
 	int			cross;			/* the same id in an earlier request of a merged push, else -1 */
 	int			frame_off;		/* its frame in the group's buffer */
 	int			frame_len;		/* -1: not written (a follower, or over a limit) */
+	int64		offset;			/* queued: its own; duplicate: the original's, or -1 */
 } QsPushItem;
+
+/*
+ * Whether an item is one of its group's items (QsPushGroup.items): all but
+ * the repeats of an id earlier in their own request, which collapse.
+ */
+static inline bool
+qs_push_item_grouped(const QsPushItem *it)
+{
+	return it->leader < 0 || it->cross >= 0;
+}
 
 typedef struct QsPushGroup
 {

@@ -18,8 +18,10 @@
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "storage/storage.h"
 #include "utils/builtins.h"
+#include "utils/array.h"
 #include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -42,11 +44,19 @@ typedef struct CycleOut
 	char	   *queue_name;
 	int64		ops_applied;
 	QsJson	   *j;				/* push_results and ack_result go here */
+	bool		defer_push;		/* merged: its sink items are pushed with the others' */
+	QsPushItem *items;			/* its sink items, read into `outer` */
+	int			nitems;
+	const char *error;			/* why it failed, or NULL */
 } CycleOut;
 
-static QsPlan query_owner_plan = {
-	"SELECT 1 FROM queen_streams.queries WHERE id = $1 AND tenant_id = $2",
-	2, {UUIDOID, UUIDOID}
+/* The source partition's queue when the tenant owns it, and whether the query is its. */
+static QsPlan owner_plan = {
+	"SELECT q.name, EXISTS (SELECT 1 FROM queen_streams.queries s"
+	"                        WHERE s.id = $2 AND s.tenant_id = $3)"
+	"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+	" WHERE p.id = $1 AND q.tenant_id = $3",
+	3, {UUIDOID, UUIDOID, UUIDOID}
 };
 
 /*
@@ -171,25 +181,31 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 	}
 }
 
+/*
+ * Read the sink items into `outer`, names checked: a bad item fails this
+ * cycle alone, also when its push is merged with other cycles' and runs
+ * after every cycle's work.
+ */
 static void
-push_sinks(CycleReq *r, CycleOut *out)
+read_sinks(CycleReq *r, CycleOut *out)
 {
 	int			n = r->push_items ? JsonContainerSize(r->push_items) : 0;
+	MemoryContext old = MemoryContextSwitchTo(out->outer);
 	QsPushItem *items = palloc0(sizeof(QsPushItem) * Max(n, 1));
 	int			m = 0;
-	QsPushGroup *groups;
-	int			ng;
-	QsJson	   *j = out->j;
 
 	for (int i = 0; i < n; i++)
 	{
-		JsonbValue *v = getIthJsonbValueFromContainer(r->push_items, i);
-		JsonbContainer *o = qs_json_container(v);
+		JsonbValue *v;
+		JsonbContainer *o;
 		QsPushItem *it = &items[m];
 		JsonbValue	pv;
 		char		what[32];
 		char	   *queue;
 
+		CHECK_FOR_INTERRUPTS();
+		v = getIthJsonbValueFromContainer(r->push_items, i);
+		o = qs_json_container(v);
 		snprintf(what, sizeof(what), "push_items[%d]", i);
 		if (o == NULL || !JsonContainerIsObject(o))
 			raise_cycle("%s must be a JSON object", what);
@@ -200,6 +216,8 @@ push_sinks(CycleReq *r, CycleOut *out)
 		it->partition = qs_json_string(o, "partition", what, false);
 		if (it->partition == NULL || it->partition[0] == '\0')
 			it->partition = "Default";
+		qs_check_name("queue", what, it->queue);
+		qs_check_name("partition", what, it->partition);
 		if (!qs_json_uuid(o, "messageId", what, false, &it->id))
 			qs_uuid7(&it->id);
 		qs_push_item_txn(it, o, what);
@@ -212,29 +230,50 @@ push_sinks(CycleReq *r, CycleOut *out)
 		}
 		m++;
 	}
+	MemoryContextSwitchTo(old);
+	out->items = items;
+	out->nitems = m;
+}
+
+/* One push_results entry. */
+static void
+write_result(QsJson *j, const char *queue, const char *partition, int count, bool stored,
+			 int64 base_offset, TimestampTz created_at, int ndups, const int *dup_idx,
+			 const int64 *dup_off)
+{
+	qsj_object(j, NULL);
+	qsj_str(j, "queue", queue);
+	qsj_str(j, "partition", partition);
+	qsj_int(j, "count", count);
+	qsj_str(j, "status", stored ? "queued" : "duplicate");
+	if (stored)
+	{
+		qsj_int(j, "baseOffset", base_offset);
+		qsj_time(j, "createdAt", created_at);
+	}
+	if (ndups > 0)
+		qs_write_dups(j, ndups, dup_idx, dup_off);
+	qsj_end_object(j);
+}
+
+/* A lone cycle's sink push: a sink group stores its fresh items and reports its duplicates. */
+static void
+push_sinks(CycleReq *r, CycleOut *out)
+{
+	QsJson	   *j = out->j;
 
 	qsj_array(j, "push_results");
-	if (m > 0)
+	if (out->nitems > 0)
 	{
-		/* a sink group stores its fresh items and reports its duplicates */
-		groups = qs_push_items(&r->tenant, items, m, true, &ng);
+		int			ng;
+		QsPushGroup *groups = qs_push_items(&r->tenant, out->items, out->nitems, true, &ng);
+
 		for (int g = 0; g < ng; g++)
 		{
 			QsPushGroup *pg = &groups[g];
 
-			qsj_object(j, NULL);
-			qsj_str(j, "queue", pg->queue);
-			qsj_str(j, "partition", pg->partition);
-			qsj_int(j, "count", pg->nitems);
-			qsj_str(j, "status", pg->stored ? "queued" : "duplicate");
-			if (pg->stored)
-			{
-				qsj_int(j, "baseOffset", pg->base_offset);
-				qsj_time(j, "createdAt", pg->created_at);
-			}
-			if (pg->ndups > 0)
-				qs_write_dups(j, pg->ndups, pg->dup_idx, pg->dup_off);
-			qsj_end_object(j);
+			write_result(j, pg->queue, pg->partition, pg->nitems, pg->stored,
+						 pg->base_offset, pg->created_at, pg->ndups, pg->dup_idx, pg->dup_off);
 		}
 	}
 	qsj_end_array(j);
@@ -361,27 +400,32 @@ ack_source(CycleReq *r, CycleOut *out)
 	qsj_end_object(j);
 }
 
-/* The work of one cycle; raises on any failure. */
+/*
+ * The work of one cycle; raises on any failure. A merged cycle's sink
+ * items are only read here, and pushed after every cycle's work.
+ */
 static void
 run_cycle(CycleReq *r, CycleOut *out)
 {
-	Datum		args[2];
-	char	   *queue;
+	Datum		args[3];
+	bool		isnull;
 
-	queue = qs_partition_owned(&r->tenant, &r->pid, false);
-	if (queue == NULL)
-		raise_cycle("partition not found");
-	out->queue_name = MemoryContextStrdup(out->outer, queue);
-	args[0] = qs_uuid_datum(&r->qid);
-	args[1] = qs_uuid_datum(&r->tenant);
-	qs_exec(&query_owner_plan, args, NULL, 1);
+	args[0] = qs_uuid_datum(&r->pid);
+	args[1] = qs_uuid_datum(&r->qid);
+	args[2] = qs_uuid_datum(&r->tenant);
+	qs_exec(&owner_plan, args, NULL, 1);
 	if (SPI_processed != 1)
+		raise_cycle("partition not found");
+	out->queue_name = MemoryContextStrdup(out->outer, TextDatumGetCString(qs_col(0, 1, &isnull)));
+	if (!qs_col_bool(0, 2, false))
 		raise_cycle("query not found");
 
 	qs_cycle_shard_lock(&r->qid, &r->pid);
 
 	apply_state_ops(r, out);
-	push_sinks(r, out);
+	read_sinks(r, out);
+	if (!out->defer_push)
+		push_sinks(r, out);
 	if (r->ack)
 		ack_source(r, out);
 	else
@@ -389,18 +433,18 @@ run_cycle(CycleReq *r, CycleOut *out)
 }
 
 static void
-parse_request(FunctionCallInfo fcinfo, CycleReq *r)
+parse_request(Jsonb *req, const pg_uuid_t *tenant, CycleReq *r)
 {
 	JsonbContainer *obj;
 	JsonbValue	v;
 	char	   *s;
 
-	if (PG_ARGISNULL(0))
+	if (req == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("request body must be a JSON object")));
-	obj = qs_json_object_arg(PG_GETARG_JSONB_P(0), "request body");
-	qs_tenant_arg(fcinfo, 1, &r->tenant);
+	obj = qs_json_object_arg(req, "request body");
+	r->tenant = *tenant;
 
 	if (!qs_json_get(obj, "query_id", &v) || v.type != jbvString || v.val.string.len == 0)
 		ereport(ERROR,
@@ -444,38 +488,38 @@ cycle_work(void *arg)
 	return true;
 }
 
-PG_FUNCTION_INFO_V1(qs_cycle);
-Datum
-qs_cycle(PG_FUNCTION_ARGS)
+/* Run one cycle's work in its subtransaction; its body collects in `body`. */
+static void
+run_one(CycleReq *r, CycleOut *out, QsJson *body, bool defer_push)
 {
-	CycleReq	r;
-	CycleOut	out;
-	QsJson		body;			/* push_results and ack_result, filled by the work */
+	CycleRun	run = {r, out};
+
+	qsj_init(body);
+	body->first[0] = false;		/* it continues the envelope object */
+	out->j = body;
+	out->outer = CurrentMemoryContext;
+	out->defer_push = defer_push;
+	out->error = qs_subxact_run(cycle_work, &run);
+	if (out->error != NULL)
+		out->nitems = 0;		/* rolled back: nothing of it is pushed */
+}
+
+/* The answer: the envelope, then the work's body (or the error). */
+static Jsonb *
+cycle_answer(CycleReq *r, CycleOut *out, QsJson *body)
+{
 	QsJson		j;
-	const char *error;
-	CycleRun	run = {&r, &out};
-
-	memset(&r, 0, sizeof(r));
-	memset(&out, 0, sizeof(out));
-	parse_request(fcinfo, &r);
-
-	qsj_init(&body);
-	body.first[0] = false;		/* it continues the envelope object below */
-	out.j = &body;
-	out.outer = CurrentMemoryContext;
-
-	error = qs_subxact_run(cycle_work, &run);
 
 	qsj_init(&j);
 	qsj_object(&j, NULL);
-	qsj_bool(&j, "success", error == NULL);
-	qsj_uuid(&j, "query_id", &r.qid);
-	qsj_uuid(&j, "partition_id", &r.pid);
-	qsj_str(&j, "queueName", out.queue_name);
-	if (error == NULL)
+	qsj_bool(&j, "success", out->error == NULL);
+	qsj_uuid(&j, "query_id", &r->qid);
+	qsj_uuid(&j, "partition_id", &r->pid);
+	qsj_str(&j, "queueName", out->queue_name);
+	if (out->error == NULL)
 	{
-		qsj_int(&j, "state_ops_applied", out.ops_applied);
-		appendBinaryStringInfo(&j.buf, body.buf.data, body.buf.len);
+		qsj_int(&j, "state_ops_applied", out->ops_applied);
+		appendBinaryStringInfo(&j.buf, body->buf.data, body->buf.len);
 	}
 	else
 	{
@@ -483,8 +527,202 @@ qs_cycle(PG_FUNCTION_ARGS)
 		qsj_int(&j, "state_ops_applied", 0);
 		qsj_raw(&j, "push_results", "[]", 2);
 		qsj_null(&j, "ack_result");
-		qsj_str(&j, "error", error);
+		qsj_str(&j, "error", out->error);
 	}
 	qsj_end_object(&j);
-	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+	return qsj_jsonb(&j);
+}
+
+PG_FUNCTION_INFO_V1(qs_cycle);
+Datum
+qs_cycle(PG_FUNCTION_ARGS)
+{
+	CycleReq	r;
+	CycleOut	out;
+	QsJson		body;
+	pg_uuid_t	tenant;
+
+	memset(&r, 0, sizeof(r));
+	memset(&out, 0, sizeof(out));
+	qs_tenant_arg(fcinfo, 1, &tenant);
+	parse_request(PG_ARGISNULL(0) ? NULL : PG_GETARG_JSONB_P(0), &tenant, &r);
+	run_one(&r, &out, &body, false);
+	PG_RETURN_JSONB_P(cycle_answer(&r, &out, &body));
+}
+
+/*
+ * A merged cycle's push_results: its items [from, to) of the shared push,
+ * grouped by partition in the order the cycle names them, each group
+ * counted and offset as if the cycle had pushed alone. Linear: a counting
+ * sort of the items by group; `seen`/`slot` (one per group) are stamped
+ * with the cycle, never cleared.
+ */
+static void
+write_merged_results(QsJson *j, int k, QsPushItem *items, int from, int to,
+					 QsPushGroup *groups, int *seen, int *slot)
+{
+	int			n = to - from;
+	int		   *order = palloc(sizeof(int) * Max(n, 1));	/* slot -> group */
+	int		   *count = palloc0(sizeof(int) * (Max(n, 1) + 1));
+	int		   *bucket = palloc(sizeof(int) * Max(n, 1));
+	int		   *dup_idx = palloc(sizeof(int) * Max(n, 1));
+	int64	   *dup_off = palloc(sizeof(int64) * Max(n, 1));
+	int			nslots = 0;
+
+	qsj_array(j, "push_results");
+	for (int i = from; i < to; i++)
+	{
+		int			g = items[i].group;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!qs_push_item_grouped(&items[i]))
+			continue;
+		if (seen[g] != k)
+		{
+			seen[g] = k;
+			slot[g] = nslots;
+			order[nslots++] = g;
+		}
+		count[slot[g] + 1]++;
+	}
+	for (int s = 0; s < nslots; s++)
+		count[s + 1] += count[s];
+	{
+		int		   *fill = palloc(sizeof(int) * Max(nslots, 1));
+
+		memcpy(fill, count, sizeof(int) * Max(nslots, 1));
+		for (int i = from; i < to; i++)
+			if (qs_push_item_grouped(&items[i]))
+				bucket[fill[slot[items[i].group]]++] = i;
+		pfree(fill);
+	}
+	for (int s = 0; s < nslots; s++)
+	{
+		QsPushGroup *pg = &groups[order[s]];
+		int64		base = -1;
+		int			ndups = 0;
+
+		for (int b = count[s]; b < count[s + 1]; b++)
+		{
+			QsPushItem *it = &items[bucket[b]];
+
+			CHECK_FOR_INTERRUPTS();
+			if (it->status == QS_PUSH_QUEUED)
+			{
+				if (base < 0)
+					base = it->offset;
+			}
+			else
+			{
+				dup_idx[ndups] = b - count[s];
+				dup_off[ndups] = it->offset;
+				ndups++;
+			}
+		}
+		write_result(j, pg->queue, pg->partition, count[s + 1] - count[s], base >= 0,
+					 base, pg->created_at, ndups, dup_idx, dup_off);
+	}
+	qsj_end_array(j);
+	pfree(order);
+	pfree(count);
+	pfree(bucket);
+	pfree(dup_idx);
+	pfree(dup_off);
+}
+
+/*
+ * queen_streams.cycle_many(requests jsonb[], tenant): several cycles of one
+ * tenant in one call, each answered as queen_streams.cycle would answer it
+ * had they run one after the other in one transaction. Each cycle's work
+ * (ownership, shard lock, state ops, ack) runs in its own subtransaction,
+ * and a failed one fails alone; the sink items of those that succeeded are
+ * then pushed as one push (one segment per partition), so the sink rows
+ * are locked once, last. A request that does not parse, and any failure of
+ * that push, fail the whole call: the listener's group commit then runs
+ * the cycles one by one.
+ */
+PG_FUNCTION_INFO_V1(qs_cycle_many);
+Datum
+qs_cycle_many(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			n;
+	pg_uuid_t	tenant;
+	CycleReq   *rs;
+	CycleOut   *outs;
+	QsJson	   *bodies;
+	int		   *first;
+	int			total = 0;
+	QsPushItem *items;
+	Datum	   *answers;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("requests must be an array of cycle requests")));
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("requests must be a one-dimensional array")));
+	qs_tenant_arg(fcinfo, 1, &tenant);
+	deconstruct_array(arr, JSONBOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &n);
+	rs = palloc0(sizeof(CycleReq) * Max(n, 1));
+	outs = palloc0(sizeof(CycleOut) * Max(n, 1));
+	bodies = palloc0(sizeof(QsJson) * Max(n, 1));
+	first = palloc(sizeof(int) * (Max(n, 1) + 1));
+
+	for (int k = 0; k < n; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		parse_request(elem_nulls[k] ? NULL : DatumGetJsonbP(elems[k]), &tenant, &rs[k]);
+		run_one(&rs[k], &outs[k], &bodies[k], true);
+		first[k] = total;
+		total += outs[k].nitems;
+	}
+	first[n] = total;
+
+	/* the sink items of every cycle that succeeded, in cycle order, as one push */
+	items = palloc0(sizeof(QsPushItem) * Max(total, 1));
+	for (int k = 0; k < n; k++)
+		for (int i = 0; i < outs[k].nitems; i++)
+		{
+			items[first[k] + i] = outs[k].items[i];
+			items[first[k] + i].req = k;
+		}
+	qs_spi_connect();
+	{
+		QsPushGroup *groups = NULL;
+		int			ng = 0;
+		int		   *seen;
+		int		   *slot;
+
+		if (total > 0)
+		{
+			QsPushBatch *b = qs_push_begin_many();
+
+			for (int i = 0; i < total; i++)
+			{
+				CHECK_FOR_INTERRUPTS();
+				qs_push_add(b, items, i);
+			}
+			groups = qs_push_finish(b, &tenant, items, total, &ng);
+		}
+		seen = palloc(sizeof(int) * Max(ng, 1));
+		slot = palloc(sizeof(int) * Max(ng, 1));
+		for (int g = 0; g < ng; g++)
+			seen[g] = -1;
+		for (int k = 0; k < n; k++)
+			if (outs[k].error == NULL)
+				write_merged_results(&bodies[k], k, items, first[k], first[k + 1],
+									 groups, seen, slot);
+	}
+	qs_spi_finish();
+
+	answers = palloc(sizeof(Datum) * Max(n, 1));
+	for (int k = 0; k < n; k++)
+		answers[k] = JsonbPGetDatum(cycle_answer(&rs[k], &outs[k], &bodies[k]));
+	PG_RETURN_ARRAYTYPE_P(construct_array(answers, n, JSONBOID, -1, false, TYPALIGN_INT));
 }

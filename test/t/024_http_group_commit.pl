@@ -154,6 +154,45 @@ my ($pst, $pdoc) = http_json($node, 'GET', '/api/v1/pop/queue/mg?batch=20&autoAc
 is(join(',', sort map { $_->{transactionId} } @{ $pdoc->{messages} // [] }),
 	join(',', sort map { "m$_" } 1 .. 12), 'a pop serves each of them once');
 
+# ---- a group's cycles run in one call (queen_streams.cycle_many): each
+# answered as alone, their sink items pushed as one push; a failing cycle
+# (a lease that is not its) fails alone
+$node->safe_psql('postgres', q{
+	SELECT queen_streams.register_query('{"name":"gc.q","source_queue":"gcs","sink_queue":"gck","config_hash":"h"}');
+	SELECT queen.push(jsonb_build_object('items', (SELECT jsonb_agg(jsonb_build_object(
+	  'queue', 'gcs', 'partition', 'p' || i, 'payload', i)) FROM generate_series(1, 6) i)));
+});
+my @leases;
+for (1 .. 6)
+{
+	my (undef, $p) = http_json($node, 'GET', '/api/v1/pop/queue/gcs?batch=10');
+	push @leases, [ $p->{messages}[0]{partitionId}, $p->{messages}[0]{leaseId} ];
+}
+my $qid = $node->safe_psql('postgres', "SELECT id FROM queen_streams.queries WHERE name = 'gc.q'");
+my @creqs = map {
+	my ($pid, $lease) = @{ $leases[$_] };
+	[ 'POST', '/streams/v1/cycle', { query_id => $qid, partition_id => $pid,
+		state_ops => [ { type => 'upsert', key => 'k', value => { n => $_ } } ],
+		push_items => [ { queue => 'gck', partition => 'out', payload => { n => $_ } } ],
+		ack => { leaseId => ($_ == 3 ? 'not-the-lease' : $lease), count => 1 } } ]
+} 0 .. 5;
+$m0 = metric('queen_streams_http_group_merged_total');
+@answers = collect(send_all(@creqs), 30);
+is(join(',', map { $_->[0] // 'none' } @answers), '200,200,200,200,200,200', '6 cycles sent together: all answered');
+is(join(',', map { $_->[1]{success} ? 'ok' : ($_->[1]{error} // '?') } @answers),
+	'ok,ok,ok,invalid or expired lease,ok,ok', 'the cycle with a foreign lease failed alone');
+cmp_ok(metric('queen_streams_http_group_merged_total') - $m0, '>=', 2, 'cycles of one group ran in one call');
+is(join(',', sort { $a <=> $b } map { $_->[1]{push_results}[0]{baseOffset} // () } @answers), '0,1,2,3,4',
+	'each stored sink item answers its own offset');
+is($node->safe_psql('postgres', q{
+	SELECT string_agg(f.payload, ',' ORDER BY f.payload)
+	  FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+	  JOIN queen.queues q ON q.id = p.queue_id,
+	  LATERAL queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f WHERE q.name = 'gck'}),
+	'{"n": 0},{"n": 1},{"n": 2},{"n": 4},{"n": 5}', 'the sink holds each succeeded cycle\'s item once');
+is($node->safe_psql('postgres', q{SELECT string_agg(value->>'n', ',' ORDER BY value->>'n') FROM queen_streams.state}),
+	'0,1,2,4,5', 'and their state, not the failed one\'s');
+
 # ---- one failing request in a group fails alone
 my ($st, $doc) = http_json($node, 'POST', '/api/v1/push', { items => [
 	map { { queue => 'src', payload => { n => $_ }, transactionId => "s$_" } } 1 .. 2 ] });
