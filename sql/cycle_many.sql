@@ -110,6 +110,12 @@ SELECT pg_temp.seq_many(ARRAY[
   pg_temp.req('b', '[]', '[{"queue":"snk","transactionId":"y","payload":2},{"queue":"snk","transactionId":"x","payload":2},{"queue":"snk","transactionId":"x","payload":3},{"queue":"snk0","transactionId":"x","payload":2}]', NULL),
   pg_temp.req('c', '[]', '[{"queue":"snk","transactionId":"y","payload":4},{"queue":"snk","transactionId":"z","payload":4}]', NULL)]);
 
+-- A sink item's own message id is its transaction id: a later cycle's item
+-- naming it is its duplicate where the sink dedups.
+SELECT pg_temp.seq_many(ARRAY[
+  pg_temp.req('a', '[]', '[{"queue":"snk","messageId":"22222222-2222-4222-8222-222222222222","payload":1},{"queue":"snk0","messageId":"22222222-2222-4222-8222-222222222222","payload":1}]', NULL),
+  pg_temp.req('b', '[]', '[{"queue":"snk","transactionId":"22222222-2222-4222-8222-222222222222","payload":2},{"queue":"snk0","transactionId":"22222222-2222-4222-8222-222222222222","payload":2}]', NULL)]);
+
 -- Several sink partitions: each cycle's results in the order it names them.
 SELECT pg_temp.seq_many(ARRAY[
   pg_temp.req('a', '[]', '[{"queue":"snk","partition":"p2","payload":1},{"queue":"snk","partition":"p1","payload":2},{"queue":"snk0","payload":3}]', NULL),
@@ -125,6 +131,7 @@ SELECT pg_temp.seq_many(ARRAY[
   pg_temp.req('a', '[{"type":"merge","key":"k"}]', '[{"queue":"snk","payload":"a"}]', NULL),
   pg_temp.req('b', '[]', '[7]', NULL),
   pg_temp.req('c', '[]', jsonb_build_array(jsonb_build_object('queue', 'snk', 'partition', repeat('x', 256))), NULL),
+  pg_temp.req('b', '[]', jsonb_build_array(jsonb_build_object('queue', 'snk', 'transactionId', repeat('t', 70000))), NULL),
   pg_temp.req('a', '[]', '[{"queue":"snk","payload":"ok"}]', NULL)]);
 
 -- Two cycles on one partition: the second runs after the first, on its

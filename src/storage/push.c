@@ -472,7 +472,7 @@ qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
 	it->frame_len = -1;
 	it->offset = -1;
 	qs_txn_hash(it->txn, it->txn_len, it->hash);
-	if (it->txn_given)
+	if (it->txn_given || (b->many && it->id_given))
 	{
 		TxnKey		tk;
 		TxnEnt	   *te;
@@ -490,26 +490,33 @@ qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
 		}
 		memset(&tk, 0, sizeof(tk));
 		tk.g = g;
-		tk.req = b->many ? it->req : 0;
 		memcpy(tk.hash, it->hash, QS_HASH_LEN);
-		te = hash_search(b->ttab, &tk, HASH_ENTER, &found);
-		if (found)
+		if (it->txn_given)
 		{
-			it->status = QS_PUSH_DUPLICATE;
-			it->result_id = items[te->leader].id;
-			it->leader = te->leader;
-			return;
-		}
-		te->leader = i;
-		if (b->many)
-		{
-			/* first in its request: did an earlier request carry it? */
-			tk.req = -1;
+			tk.req = b->many ? it->req : 0;
 			te = hash_search(b->ttab, &tk, HASH_ENTER, &found);
 			if (found)
-				it->cross = te->leader;
-			else
+			{
+				it->status = QS_PUSH_DUPLICATE;
+				it->result_id = items[te->leader].id;
+				it->leader = te->leader;
+				return;
+			}
+			te->leader = i;
+		}
+		if (b->many)
+		{
+			/*
+			 * First in its request: did an earlier request carry it? An
+			 * item's own message id (a cycle's sink item may bring one) is
+			 * its transaction id, which a later request may name.
+			 */
+			tk.req = -1;
+			te = hash_search(b->ttab, &tk, HASH_ENTER, &found);
+			if (!found)
 				te->leader = i;
+			else if (it->txn_given)
+				it->cross = te->leader;
 		}
 	}
 	if (grp->nitems == grp->cap)

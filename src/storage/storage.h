@@ -154,6 +154,7 @@ typedef struct QsPushItem
 	const char *queue;
 	const char *partition;
 	pg_uuid_t	id;
+	bool		id_given;		/* the client chose the message id (a cycle's sink item) */
 	const char *txn;
 	int			txn_len;
 	bool		txn_given;		/* client-chosen ids are the only ones that can repeat */

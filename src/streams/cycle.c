@@ -218,7 +218,8 @@ read_sinks(CycleReq *r, CycleOut *out)
 			it->partition = "Default";
 		qs_check_name("queue", what, it->queue);
 		qs_check_name("partition", what, it->partition);
-		if (!qs_json_uuid(o, "messageId", what, false, &it->id))
+		it->id_given = qs_json_uuid(o, "messageId", what, false, &it->id);
+		if (!it->id_given)
 			qs_uuid7(&it->id);
 		qs_push_item_txn(it, o, what);
 		if (qs_json_get(o, "payload", &pv) || qs_json_get(o, "data", &pv))
@@ -227,6 +228,16 @@ read_sinks(CycleReq *r, CycleOut *out)
 		{
 			it->payload = "{}";
 			it->payload_len = 2;
+		}
+		/* a frame over a limit fails this cycle alone, with that limit's error */
+		if (!qs_frame_fits(false, it->txn_len, false, 0, it->payload_len))
+		{
+			StringInfoData scratch;
+
+			initStringInfo(&scratch);
+			qs_frame_append(&scratch, 0, &it->id, NULL, it->txn, it->txn_len, NULL, 0,
+							it->payload, it->payload_len);
+			elog(ERROR, "frame of %s over a limit was accepted", what);
 		}
 		m++;
 	}
