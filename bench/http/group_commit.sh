@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Group commit over HTTP (issue 14 item 6), reported, not asserted: in one
 # run on a throwaway instance (fsync and synchronous_commit on, the default
-# 2 HTTP workers), each point QS_BENCH_DURATION seconds after a warm-up:
+# 2 HTTP workers unless QS_BENCH_HTTP_WORKERS says otherwise), each point QS_BENCH_DURATION seconds after a warm-up:
 #
 #   - push over HTTP, one message per request, 64 connections, into one
 #     partition and into 16, with group commit off (max_requests = 1) and on
@@ -20,7 +20,8 @@
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_PG_BIN
 # (/usr/lib/postgresql/15/bin; with a private copy of the PostgreSQL tree,
 # whose pg_config installs there, the shared install is not touched),
-# QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT (the "on" settings: 64, 0).
+# QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT (the "on" settings: 64, 0),
+# QS_BENCH_HTTP_WORKERS (2, the default of queen_streams.http_workers).
 # Takes /tmp/queen_streams.test.lock like scripts/test.sh (machine quiet, and
 # `make install` when the shared tree is used); QS_BENCH_LOCK=0 skips it,
 # for a private tree only. Output: a table on stdout and
@@ -34,6 +35,7 @@ DURATION=${QS_BENCH_DURATION:-10}
 WARMUP=${QS_BENCH_WARMUP:-2}
 GC_REQ=${QS_BENCH_GC_REQUESTS:-64}
 GC_WAIT=${QS_BENCH_GC_WAIT:-0}
+WORKERS=${QS_BENCH_HTTP_WORKERS:-2}
 PORT=$((20000 + RANDOM % 20000))
 HTTP_PORT=$((PORT + 1))
 
@@ -71,12 +73,13 @@ shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = $HTTP_PORT
 queen_streams.retention_interval = 0
 queen_streams.max_connections = 1000
+queen_streams.http_workers = $WORKERS
 CONF
 as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w start >/dev/null
 PSQL=(as_pg "$BIN/psql" -h "$WORK" -p "$PORT" -U postgres -d postgres -qXAt -v ON_ERROR_STOP=1)
 "${PSQL[@]}" -c "CREATE EXTENSION queen_streams"
 for _ in $(seq 100); do
-	[ "$("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening")" = 2 ] && break
+	[ "$("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening")" = "$WORKERS" ] && break
 	sleep 0.1
 done
 
@@ -137,11 +140,12 @@ pgb() {	# clients script: tps
 		sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1
 }
 field() { sed -n "s/.* $1 \([0-9.]*\).*/\1/p"; }
-per_commit() {	# requests per group commit since the last call
+per_commit() {	# PER_COMMIT: requests per group commit since the last call (not in a subshell)
 	local c r
 	c=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n 's/^queen_streams_http_group_commits_total //p')
 	r=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n 's/^queen_streams_http_group_requests_total //p')
-	awk -v c="$((c - ${LAST_C:-0}))" -v r="$((r - ${LAST_R:-0}))" 'BEGIN { if (c > 0) printf "%.1f", r / c; else printf "-" }'
+	PER_COMMIT=$(awk -v c="$((c - ${LAST_C:-0}))" -v r="$((r - ${LAST_R:-0}))" \
+		'BEGIN { if (c > 0) printf "%.1f", r / c; else printf "-" }')
 	LAST_C=$c LAST_R=$r
 }
 row() {	# name, loadgen line, requests per commit
@@ -156,13 +160,13 @@ HEALTH=$(lg 64 -m GET -u /health)
 declare -A R
 for mode in off on; do
 	if [ $mode = off ]; then gc 1 0; else gc "$GC_REQ" "$GC_WAIT"; fi
-	per_commit >/dev/null
+	per_commit
 	log "push, 1 msg/request, 64 connections, one partition, group commit $mode"
-	R[one_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_one.txt"); R[one_${mode}_g]=$(per_commit)
+	R[one_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_one.txt"); per_commit; R[one_${mode}_g]=$PER_COMMIT
 	log "push, 1 msg/request, 64 connections, 16 partitions, group commit $mode"
-	R[six_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_sixteen.txt"); R[six_${mode}_g]=$(per_commit)
+	R[six_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_sixteen.txt"); per_commit; R[six_${mode}_g]=$PER_COMMIT
 	log "cycles over HTTP, 8 connections, group commit $mode"
-	R[cyc_$mode]=$(lg 8 -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt"); R[cyc_${mode}_g]=$(per_commit)
+	R[cyc_$mode]=$(lg 8 -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt"); per_commit; R[cyc_${mode}_g]=$PER_COMMIT
 done
 log "push over SQL, 64 pgbench clients, one partition / 16"
 SQL_ONE=$(pgb 64 "$WORK/push_one.sql")
@@ -175,7 +179,7 @@ r() { awk -v a="$(echo "$1" | field rps)" -v b="$2" 'BEGIN { printf "%.2f", a / 
 {
 	echo "# bench/http/group_commit.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point)"
 	echo
-	echo "2 HTTP workers; fsync and synchronous_commit on; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms."
+	echo "$WORKERS HTTP workers; fsync and synchronous_commit on; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms."
 	echo "Machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); 8 kB write+fdatasync: ${FSYNC:-?} ops/s;" \
 		"GET /health, 64 connections: $(echo "$HEALTH" | field rps) req/s (p50 $(echo "$HEALTH" | field p50_ms) ms)."
 	echo
