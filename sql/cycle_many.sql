@@ -4,6 +4,7 @@
 -- what the database holds afterwards: state, cursors and sink segments.
 -- The sink items of the cycles that succeed are pushed as one push.
 CREATE EXTENSION queen_streams;
+\i test/include/helpers.sql
 
 -- The answers without createdAt (checked to be a timestamp where queued)
 -- and without the ids they echo; the partition's name instead.
@@ -42,27 +43,15 @@ CREATE FUNCTION pg_temp.world() RETURNS text LANGUAGE sql AS $$
 	                 WHERE q.name LIKE 'snk%'))
 $$;
 
--- A statement over the requests, then the world, rolled back: the text, or its error.
-CREATE FUNCTION pg_temp.outcome(q text, reqs jsonb[]) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE q INTO r USING reqs;
-	r := r || E'\n' || pg_temp.world();
-	RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = r;
-EXCEPTION WHEN SQLSTATE 'QS999' THEN
-	RETURN SQLERRM;
-WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- The cycles run one by one (cycle, in order) and as one (cycle_many):
 -- the same answers and the same world, or both shown.
 CREATE FUNCTION pg_temp.seq_many(reqs jsonb[]) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
-	a text := pg_temp.outcome('SELECT pg_temp.norm(ARRAY(SELECT queen_streams.cycle(r)'
-	                          ' FROM unnest($1) WITH ORDINALITY AS u(r, n) ORDER BY n))', reqs);
-	b text := pg_temp.outcome('SELECT pg_temp.norm(queen_streams.cycle_many($1))', reqs);
+	a text := pg_temp.rolled_back('SELECT pg_temp.norm(ARRAY(SELECT queen_streams.cycle(r)'
+	                              ' FROM unnest($1) WITH ORDINALITY AS u(r, n) ORDER BY n))',
+	                              reqs, 'SELECT pg_temp.world()');
+	b text := pg_temp.rolled_back('SELECT pg_temp.norm(queen_streams.cycle_many($1))', reqs,
+	                              'SELECT pg_temp.world()');
 BEGIN
 	IF a IS NOT DISTINCT FROM b THEN
 		RETURN 'same:' || E'\n' || a;

@@ -3,6 +3,7 @@
 -- request, as if the requests had been pushed one after the other in one
 -- transaction; each partition gets one segment for all of them.
 CREATE EXTENSION queen_streams;
+\i test/include/helpers.sql
 
 -- Every answer of a list of requests without its generated ids: per item
 -- its request and index, status, queue, transaction id, the first item
@@ -22,26 +23,13 @@ CREATE FUNCTION pg_temp.norm_all(answers jsonb[]) RETURNS text LANGUAGE sql AS $
 	  FROM e
 $$;
 
--- A statement over the requests $1 run and rolled back: its text, or its error.
-CREATE FUNCTION pg_temp.outcome(q text, reqs text[]) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	r text;
-BEGIN
-	EXECUTE q INTO r USING reqs;
-	RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = r;
-EXCEPTION WHEN SQLSTATE 'QS999' THEN
-	RETURN SQLERRM;
-WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- The requests pushed one by one (push_text, in order) and as one
 -- (push_text_many): their answers (normalized) or errors compared.
 CREATE FUNCTION pg_temp.seq_many(reqs text[]) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
-	a text := pg_temp.outcome('SELECT pg_temp.norm_all(ARRAY(SELECT queen.push_text(r)::jsonb'
+	a text := pg_temp.rolled_back('SELECT pg_temp.norm_all(ARRAY(SELECT queen.push_text(r)::jsonb'
 	                          ' FROM unnest($1) WITH ORDINALITY AS u(r, n) ORDER BY n))', reqs);
-	b text := pg_temp.outcome('SELECT pg_temp.norm_all(queen.push_text_many($1)::jsonb[])', reqs);
+	b text := pg_temp.rolled_back('SELECT pg_temp.norm_all(queen.push_text_many($1)::jsonb[])', reqs);
 BEGIN
 	IF a IS NOT DISTINCT FROM b THEN
 		RETURN 'same: ' || a;

@@ -283,6 +283,8 @@ extern const char *qs_http_query_value(QsReq *req, const char *key);
 extern Datum qs_http_call_value(void *plan, Datum *args, const char *nulls);
 extern Jsonb *qs_http_call(void *plan, Datum *args, const char *nulls, MemoryContext into);
 extern char *qs_http_text_copy(text *t, MemoryContext into, int *len);
+extern bool qs_http_many_available(const char *schema, const char *fn, void *plan);
+extern Datum *qs_http_call_many(void *plan, Datum *args, const char *nulls, Oid elemtype, int n);
 extern char *qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into,
 							   int *len);
 extern char *qs_http_jsonb_text(Jsonb *jb, int *len);

@@ -20,7 +20,10 @@
 #include "commands/extension.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
 #include "pgstat.h"
+#include "utils/array.h"
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
@@ -203,6 +206,45 @@ char *
 qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into, int *len)
 {
 	return qs_http_text_copy(DatumGetTextPP(qs_http_call_value(plan, args, nulls)), into, len);
+}
+
+/*
+ * Whether a group's requests may be served by one call of `schema.fn`, with
+ * the argument types of `plan`: not on a router, whose counting reads each
+ * answer, nor while the installed extension is older than the library
+ * (before ALTER EXTENSION UPDATE has made the function).
+ */
+bool
+qs_http_many_available(const char *schema, const char *fn, void *plan)
+{
+	QsPlan	   *p = (QsPlan *) plan;
+
+	if (qs_cells_is_router)
+		return false;
+	return OidIsValid(LookupFuncName(list_make2(makeString(pstrdup(schema)), makeString(pstrdup(fn))),
+									 p->nargs, p->argtypes, true));
+}
+
+/*
+ * Run a prepared "SELECT fn_many(...)" that answers n requests with an
+ * array of n values of `elemtype` (json or jsonb): its elements, none NULL.
+ * The caller is connected to SPI.
+ */
+Datum *
+qs_http_call_many(void *plan, Datum *args, const char *nulls, Oid elemtype, int n)
+{
+	ArrayType  *answers = DatumGetArrayTypeP(qs_http_call_value(plan, args, nulls));
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			nelems;
+
+	deconstruct_array(answers, elemtype, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
+	if (nelems != n)
+		elog(ERROR, "%s returned %d answers for %d requests", ((QsPlan *) plan)->sql, nelems, n);
+	for (int k = 0; k < n; k++)
+		if (elem_nulls[k])
+			elog(ERROR, "%s returned a NULL answer", ((QsPlan *) plan)->sql);
+	return elems;
 }
 
 /* A text value (json, text) as a NUL-terminated string in `into`, and its length. */

@@ -18,8 +18,6 @@
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "parser/parse_func.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 
@@ -167,16 +165,9 @@ push_run_many(QsReq **reqs, int n)
 	int			lbs[1] = {1};
 	Datum		args[3];
 	char		nulls[3] = "   ";
-	ArrayType  *answers;
 	Datum	   *elems;
-	bool	   *elem_nulls;
-	int			nelems;
 
-	if (qs_cells_is_router)
-		return false;
-	/* a library newer than the installed extension (before ALTER EXTENSION UPDATE) */
-	if (!OidIsValid(LookupFuncName(list_make2(makeString("queen"), makeString("push_text_many")),
-								   push_many_plan.nargs, push_many_plan.argtypes, true)))
+	if (!qs_http_many_available("queen", "push_text_many", &push_many_plan))
 		return false;
 	qs_spi_connect();
 	if (qs_maintenance_on(false))
@@ -198,14 +189,9 @@ push_run_many(QsReq **reqs, int n)
 													 TEXTOID, -1, false, TYPALIGN_INT));
 	else
 		nulls[2] = 'n';
-	answers = DatumGetArrayTypeP(qs_http_call_value(&push_many_plan, args, nulls));
-	deconstruct_array(answers, JSONOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
-	if (nelems != n)
-		elog(ERROR, "%s returned %d answers for %d requests", push_many_plan.sql, nelems, n);
+	elems = qs_http_call_many(&push_many_plan, args, nulls, JSONOID, n);
 	for (int k = 0; k < n; k++)
 	{
-		if (elem_nulls[k])
-			elog(ERROR, "%s returned a NULL answer", push_many_plan.sql);
 		reqs[k]->status = 201;
 		reqs[k]->resp = qs_http_text_copy(DatumGetTextPP(elems[k]), reqs[k]->ctx, &reqs[k]->resp_len);
 	}

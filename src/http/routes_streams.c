@@ -12,8 +12,6 @@
 #include "http/http_int.h"
 
 #include "catalog/pg_type_d.h"
-#include "nodes/makefuncs.h"
-#include "parser/parse_func.h"
 #include "storage/storage.h"
 #include "streams/streams.h"
 #include "utils/array.h"
@@ -166,15 +164,9 @@ cycle_run_many(QsReq **reqs, int n)
 	int		   *who = palloc(sizeof(int) * n);
 	int			m = 0;
 	Datum		args[2];
-	ArrayType  *answers;
 	Datum	   *elems;
-	bool	   *elem_nulls;
-	int			nelems;
 
-	if (qs_cells_is_router)
-		return false;
-	if (!OidIsValid(LookupFuncName(list_make2(makeString("queen_streams"), makeString("cycle_many")),
-								   cycle_many_plan.nargs, cycle_many_plan.argtypes, true)))
+	if (!qs_http_many_available("queen_streams", "cycle_many", &cycle_many_plan))
 		return false;
 	qs_spi_connect();
 	for (int k = 0; k < n; k++)
@@ -191,18 +183,13 @@ cycle_run_many(QsReq **reqs, int n)
 	{
 		args[0] = PointerGetDatum(construct_array(bodies, m, JSONBOID, -1, false, TYPALIGN_INT));
 		args[1] = qs_uuid_datum(&reqs[0]->tenant);
-		answers = DatumGetArrayTypeP(qs_http_call_value(&cycle_many_plan, args, NULL));
-		deconstruct_array(answers, JSONBOID, -1, false, TYPALIGN_INT, &elems, &elem_nulls, &nelems);
-		if (nelems != m)
-			elog(ERROR, "%s returned %d answers for %d requests", cycle_many_plan.sql, nelems, m);
+		elems = qs_http_call_many(&cycle_many_plan, args, NULL, JSONBOID, m);
 		for (int i = 0; i < m; i++)
 		{
 			QsReq	   *req = reqs[who[i]];
 			StreamsCall *c = (StreamsCall *) req->state;
 			MemoryContext old;
 
-			if (elem_nulls[i])
-				elog(ERROR, "%s returned a NULL answer", cycle_many_plan.sql);
 			old = MemoryContextSwitchTo(req->ctx);
 			c->response = DatumGetJsonbPCopy(elems[i]);
 			MemoryContextSwitchTo(old);

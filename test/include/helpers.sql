@@ -45,4 +45,25 @@ CREATE FUNCTION pg_temp.mask(j jsonb) RETURNS text LANGUAGE sql AS $$
 	         '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '<uuid>', 'g'),
 	         '\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z', '<time>', 'g')
 $$;
+
+-- Run q (a query of one text value) with $1 = args, then the query `after`
+-- if given (its value appended on a new line), and roll it all back: the
+-- text, or the error as SQLSTATE: message.
+CREATE FUNCTION pg_temp.rolled_back(q text, args anyarray, after text DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	r text;
+	w text;
+BEGIN
+	EXECUTE q INTO r USING args;
+	IF after IS NOT NULL THEN
+		EXECUTE after INTO w;
+		r := r || E'\n' || w;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = r;
+EXCEPTION WHEN SQLSTATE 'QS999' THEN
+	RETURN SQLERRM;
+WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
 \set ECHO all
