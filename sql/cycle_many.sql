@@ -105,6 +105,17 @@ SELECT pg_temp.seq_many(ARRAY[
   pg_temp.req('a', '[]', '[{"queue":"snk","messageId":"22222222-2222-4222-8222-222222222222","payload":1},{"queue":"snk0","messageId":"22222222-2222-4222-8222-222222222222","payload":1}]', NULL),
   pg_temp.req('b', '[]', '[{"queue":"snk","transactionId":"22222222-2222-4222-8222-222222222222","payload":2},{"queue":"snk0","transactionId":"22222222-2222-4222-8222-222222222222","payload":2}]', NULL)]);
 
+-- ... but not a later item of its own cycle (one push: neither is in the
+-- window yet), and where the window already held the id, that earlier
+-- message is the original.
+SELECT pg_temp.seq_many(ARRAY[
+  pg_temp.req('a', '[]', '[{"queue":"snk","messageId":"33333333-3333-4333-8333-333333333333","payload":1},{"queue":"snk","transactionId":"33333333-3333-4333-8333-333333333333","payload":2}]', NULL)]);
+SELECT jsonb_array_length(queen.push('{"items":[{"queue":"snkold","transactionId":"44444444-4444-4444-8444-444444444444","payload":0}]}')) AS pushed_before;
+SELECT pg_temp.seq_many(ARRAY[
+  pg_temp.req('a', '[]', '[{"queue":"snkold","messageId":"44444444-4444-4444-8444-444444444444","payload":1}]', NULL),
+  pg_temp.req('b', '[]', '[{"queue":"snkold","transactionId":"44444444-4444-4444-8444-444444444444","payload":2}]', NULL)]);
+SELECT queen.delete_queue('snkold') IS NOT NULL AS deleted;
+
 -- Several sink partitions: each cycle's results in the order it names them.
 SELECT pg_temp.seq_many(ARRAY[
   pg_temp.req('a', '[]', '[{"queue":"snk","partition":"p2","payload":1},{"queue":"snk","partition":"p1","payload":2},{"queue":"snk0","payload":3}]', NULL),

@@ -207,6 +207,44 @@ collect_pending(QsPushGroup *g, QsPushItem *items, GroupAppend *ga)
 }
 
 /*
+ * A merged push: an id that an earlier request's item carries as its own
+ * message id (never probed, so still pending here) is, unless the window
+ * already held it (`res`, the probe's verdict, comes first, as it would
+ * one by one), a duplicate of that item, which this segment stores.
+ * Whether any was marked.
+ */
+static bool
+settle_crossed(QsPushItem *items, GroupAppend *ga, const QsAppendResult *res)
+{
+	bool	   *held = NULL;
+	bool		any = false;
+
+	for (int i = 0; i < ga->n; i++)
+	{
+		QsPushItem *it = &items[ga->member[i]];
+
+		CHECK_FOR_INTERRUPTS();
+		if (it->cross < 0)
+			continue;
+		if (held == NULL)
+		{
+			held = palloc0(sizeof(bool) * ga->n);
+			for (int d = 0; d < res->ndups; d++)
+				held[res->dup_idx[d]] = true;
+		}
+		if (!held[i])
+		{
+			it->status = QS_PUSH_DUPLICATE;
+			it->leader = it->cross;
+			any = true;
+		}
+	}
+	if (held)
+		pfree(held);
+	return any;
+}
+
+/*
  * Probe the window (the row is locked) and set the duplicates aside: with
  * `repack` the fresh items stay pending, without it a duplicate group
  * writes nothing.
@@ -216,12 +254,18 @@ probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a,
 {
 	QsAppendResult res;
 	DupRef	   *refs;
+	bool		crossed;
 
 	memset(&res, 0, sizeof(res));
 	qs_dedup_probe(&g->part.pid, g->part.window, a->last_offset, a->txns_start, -1,
 				   ga->n, ga->hashes, ga->probe, GetCurrentTimestamp(), &res);
+	crossed = settle_crossed(items, ga, &res);
 	if (!res.duplicate)
+	{
+		if (crossed)
+			collect_pending(g, items, ga);
 		return;
+	}
 
 	/* the duplicates, by their position among the group's items */
 	if (g->ndups == 0)
@@ -515,7 +559,7 @@ qs_push_add(QsPushBatch *b, QsPushItem *items, int i)
 			te = hash_search(b->ttab, &tk, HASH_ENTER, &found);
 			if (!found)
 				te->leader = i;
-			else if (it->txn_given)
+			else if (it->txn_given && items[te->leader].req != it->req)
 				it->cross = te->leader;
 		}
 	}
@@ -595,7 +639,8 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 
 	/*
 	 * A merged push: an id an earlier request carries is, where the queue
-	 * dedups, that item's duplicate, answered with its result.
+	 * dedups, that item's duplicate, answered with its result (an earlier
+	 * item's own message id is settled by the probe, probe_group).
 	 */
 	if (b->many)
 		for (int i = 0; i < nitems; i++)
@@ -604,7 +649,7 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 
 			CHECK_FOR_INTERRUPTS();
 			if (it->cross >= 0 && it->status == QS_PUSH_PENDING &&
-				groups[it->group].part.window > 0)
+				groups[it->group].part.window > 0 && items[it->cross].txn_given)
 			{
 				it->status = QS_PUSH_DUPLICATE;
 				it->leader = it->cross;
