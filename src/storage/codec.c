@@ -44,9 +44,9 @@ get_u32(const uint8 *p)
 	return (uint32) p[0] | ((uint32) p[1] << 8) | ((uint32) p[2] << 16) | ((uint32) p[3] << 24);
 }
 
-/* Whether qs_frame_append would take the frame (it raises the limit broken). */
-bool
-qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
+/* A frame's length after its u32 length word. */
+static uint64
+frame_body(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
 {
 	uint64		body = 1 + UUID_LEN + 2 + (uint64) txn_len + payload_len;
 
@@ -54,28 +54,23 @@ qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
 		body += UUID_LEN;
 	if (psub)
 		body += 2 + psub_len;
-	return txn_len <= PG_UINT16_MAX && (!psub || psub_len <= PG_UINT16_MAX) &&
-		body <= (uint64) qs_max_segment_kb * 1024;
+	return body;
 }
 
-void
-qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
-				const pg_uuid_t *trace, const char *txn, int txn_len,
-				const char *psub, int psub_len,
-				const char *payload, int payload_len)
+/* Whether qs_frame_append would take the frame (qs_frame_check raises the limit broken). */
+bool
+qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
 {
-	uint64		body = 1 + UUID_LEN + 2 + txn_len + payload_len;
+	return txn_len <= PG_UINT16_MAX && (!psub || psub_len <= PG_UINT16_MAX) &&
+		frame_body(trace, txn_len, psub, psub_len, payload_len) <= (uint64) qs_max_segment_kb * 1024;
+}
 
-	if (trace)
-	{
-		flags |= QS_FLAG_TRACE;
-		body += UUID_LEN;
-	}
-	if (psub)
-	{
-		flags |= QS_FLAG_PRODUCER_SUB;
-		body += 2 + psub_len;
-	}
+/* Raise the limit a frame of these sizes breaks, if any. */
+void
+qs_frame_check(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
+{
+	uint64		body = frame_body(trace, txn_len, psub, psub_len, payload_len);
+
 	if (txn_len > PG_UINT16_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -91,6 +86,21 @@ qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
 				 errmsg("message is too large"),
 				 errdetail("A frame of %llu bytes exceeds queen_streams.max_segment_size.",
 						   (unsigned long long) body)));
+}
+
+void
+qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
+				const pg_uuid_t *trace, const char *txn, int txn_len,
+				const char *psub, int psub_len,
+				const char *payload, int payload_len)
+{
+	uint64		body = frame_body(trace != NULL, txn_len, psub != NULL, psub_len, payload_len);
+
+	qs_frame_check(trace != NULL, txn_len, psub != NULL, psub_len, payload_len);
+	if (trace)
+		flags |= QS_FLAG_TRACE;
+	if (psub)
+		flags |= QS_FLAG_PRODUCER_SUB;
 
 	put_u32(raw, (uint32) body);
 	appendStringInfoChar(raw, (char) flags);
