@@ -51,6 +51,7 @@ OBJS = \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
+	src/storage/segment_write.o \
 	src/storage/push.o \
 	src/storage/push_text.o \
 	src/storage/pop.o \

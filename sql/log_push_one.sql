@@ -145,4 +145,31 @@ SELECT pg_temp.verdict(queen.log_push_one_v1('raw', 'Default', 1, pg_temp.hashes
 SELECT m->>'transactionId' AS txn, m->'data' AS data
   FROM jsonb_array_elements(queen.pop('raw', auto_ack => true)->'messages') m;
 
+-- The writes go through the table access method, not a statement
+-- (segment_write.c): the allocator row moves, its timestamps are set, and
+-- a row trigger on a log table fires as it would for an INSERT.
+CREATE TABLE pg_temp.seen (tbl text, base bigint);
+CREATE FUNCTION pg_temp.seen_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO pg_temp.seen VALUES (TG_TABLE_NAME, NEW.base_offset);
+	RETURN NEW;
+END $$;
+CREATE TRIGGER seen AFTER INSERT ON queen.log_txns FOR EACH ROW EXECUTE FUNCTION pg_temp.seen_row();
+BEGIN;
+SELECT pg_temp.verdict(pg_temp.push('writes', '{w1}'));
+SELECT pg_temp.verdict(pg_temp.push('writes', '{w2,w3}'));
+SELECT pg_temp.verdict(pg_temp.push('writes', '{w4}'));
+SELECT p.last_offset, p.last_write_at = now() AS write_at_now,
+       p.oldest_live_at = now() AS live_at_now, p.oldest_txn_at = now() AS txn_at_now
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'writes';
+SELECT tbl, base FROM pg_temp.seen ORDER BY base;
+COMMIT;
+DROP TRIGGER seen ON queen.log_txns;
+-- A column the append does not know would be written NULL: it refuses.
+BEGIN;
+ALTER TABLE queen.log_segments ADD COLUMN extra int DEFAULT 7;
+SELECT pg_temp.try($$SELECT pg_temp.push('writes', '{w5}')$$);
+ROLLBACK;
+SELECT pg_temp.verdict(pg_temp.push('writes', '{w5}'));
+
 DROP EXTENSION queen_streams CASCADE;

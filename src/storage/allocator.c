@@ -149,64 +149,22 @@ qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
 }
 
 /*
- * NO KEY UPDATE: it serializes pushers exactly like the allocator UPDATE does,
- * without blocking the FOR KEY SHARE checks of rows that reference the
+ * NO KEY UPDATE: it serializes pushers exactly like an UPDATE of the row
+ * does, without blocking the FOR KEY SHARE checks of rows that reference the
  * partition (a pop creating its cursor must not wait for an open push).
  * Several rows are locked in id order (the Sort is below the LockRows), the
- * global lock order of appends.
+ * global lock order of appends. The row's ctid is the version locked, which
+ * the append then updates (segment_write.c).
  */
 static QsPlan lock_plan = {
-	"SELECT last_offset, txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
+	"SELECT last_offset, txns_start, ctid FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
 	1, {UUIDOID}
 };
 
 static QsPlan lock_many_plan = {
-	"SELECT id, last_offset, txns_start FROM queen.log_partitions WHERE id = ANY($1)"
+	"SELECT id, last_offset, txns_start, ctid FROM queen.log_partitions WHERE id = ANY($1)"
 	" ORDER BY id FOR NO KEY UPDATE",
 	1, {UUIDARRAYOID}
-};
-
-/*
- * The allocator bump and both rows of a segment in one statement. The
- * UPDATE keeps the row HOT (last_write_at moves only when >1 s stale);
- * created_at is read in its RETURNING, under the row lock, so it is monotone
- * in offsets. The second form appends one segment to each of several
- * partitions, whose rows the caller has locked.
- */
-#define APPEND_SET(n) \
-	"SET last_offset = p.last_offset + " n "," \
-	"    last_write_at = CASE WHEN p.last_write_at IS NULL" \
-	"                          OR p.last_write_at < now() - interval '1 second'" \
-	"                         THEN now() ELSE p.last_write_at END," \
-	"    oldest_live_at = COALESCE(p.oldest_live_at, now())," \
-	"    oldest_txn_at = COALESCE(p.oldest_txn_at, now())"
-
-static QsPlan append_plan = {
-	"WITH b AS ("
-	"  UPDATE queen.log_partitions p " APPEND_SET("$2")
-	"   WHERE p.id = $1 RETURNING p.id, p.last_offset, clock_timestamp() AS at),"
-	" s AS ("
-	"  INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
-	"  SELECT id, last_offset - $2 + 1, last_offset, at, $3 FROM b)"
-	" INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
-	" SELECT id, last_offset - $2 + 1, last_offset, at, $4 FROM b"
-	" RETURNING partition_id, end_offset, created_at",
-	4, {UUIDOID, INT8OID, BYTEAOID, BYTEAOID}
-};
-
-static QsPlan append_many_plan = {
-	"WITH v AS (SELECT * FROM unnest($1::uuid[], $2::int8[], $3::bytea[], $4::bytea[])"
-	"             AS v(id, n, blob, hashes)),"
-	" b AS ("
-	"  UPDATE queen.log_partitions p " APPEND_SET("v.n")
-	"   FROM v WHERE p.id = v.id RETURNING p.id, p.last_offset, v.n, clock_timestamp() AS at),"
-	" s AS ("
-	"  INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
-	"  SELECT b.id, b.last_offset - b.n + 1, b.last_offset, b.at, v.blob FROM b JOIN v ON v.id = b.id)"
-	" INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
-	" SELECT b.id, b.last_offset - b.n + 1, b.last_offset, b.at, v.hashes FROM b JOIN v ON v.id = b.id"
-	" RETURNING partition_id, end_offset, created_at",
-	4, {UUIDARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, BYTEAARRAYOID}
 };
 
 static void
@@ -225,6 +183,7 @@ void
 qs_appends_lock(QsAppendMany *a, int n)
 {
 	Datum		args[1];
+	bool		isnull;
 
 	if (n == 1)
 	{
@@ -234,6 +193,7 @@ qs_appends_lock(QsAppendMany *a, int n)
 			partition_vanished();
 		a[0].last_offset = qs_col_int64(0, 1, -1);
 		a[0].txns_start = qs_col_int64(0, 2, 0);
+		a[0].ctid = *(ItemPointer) DatumGetPointer(qs_col(0, 3, &isnull));
 	}
 	else
 	{
@@ -248,13 +208,12 @@ qs_appends_lock(QsAppendMany *a, int n)
 		/* rows in id order, as `a` is */
 		for (int i = 0; i < n; i++)
 		{
-			bool		isnull;
-
 			CHECK_FOR_INTERRUPTS();
 			if (memcmp(DatumGetUUIDP(qs_col(i, 1, &isnull))->data, a[i].pid.data, UUID_LEN) != 0)
 				elog(ERROR, "partition lock returned its rows out of order");
 			a[i].last_offset = qs_col_int64(i, 2, -1);
 			a[i].txns_start = qs_col_int64(i, 3, 0);
+			a[i].ctid = *(ItemPointer) DatumGetPointer(qs_col(i, 4, &isnull));
 		}
 		pfree(ids);
 	}
@@ -263,35 +222,17 @@ qs_appends_lock(QsAppendMany *a, int n)
 		a[i].locked = true;
 }
 
-/* bsearch over appends sorted by pid: the key is a pg_uuid_t */
-static int
-pid_cmp(const void *key, const void *elem)
-{
-	return memcmp(((const pg_uuid_t *) key)->data, ((const QsAppendMany *) elem)->pid.data, UUID_LEN);
-}
-
-static bytea *
-hashes_bytea(const uint8 *hashes, int count)
-{
-	bytea	   *hb = palloc(VARHDRSZ + (Size) count * QS_HASH_LEN);
-
-	SET_VARSIZE(hb, VARHDRSZ + (Size) count * QS_HASH_LEN);
-	memcpy(VARDATA(hb), hashes, (Size) count * QS_HASH_LEN);
-	return hb;
-}
-
 /*
- * Append the segment of each entry that has one (blob set), in one
- * statement: with more than one, every row must be locked already
- * (qs_appends_lock); a lone one may lock in its UPDATE. Then, still under
- * the row locks, the shared dedup cache learns each segment.
+ * Append the segment of each entry that has one (blob set): with more than
+ * one, every row must be locked already (qs_appends_lock); a lone one is
+ * locked here. Then, still under the row locks, the shared dedup cache
+ * learns each segment.
  */
 void
 qs_appends_run(QsAppendMany *a, int n)
 {
 	int			m = 0;
 	int			last = -1;
-	Datum		args[4];
 
 	for (int i = 0; i < n; i++)
 		if (a[i].blob != NULL)
@@ -301,81 +242,9 @@ qs_appends_run(QsAppendMany *a, int n)
 		}
 	if (m == 0)
 		return;
-	if (m == 1)
-	{
-		args[0] = qs_uuid_datum(&a[last].pid);
-		args[1] = Int64GetDatum(a[last].count);
-		args[2] = PointerGetDatum(a[last].blob);
-		args[3] = PointerGetDatum(hashes_bytea(a[last].hashes, a[last].count));
-		qs_exec(&append_plan, args, NULL, 1);
-	}
-	else
-	{
-		Datum	   *ids = palloc(sizeof(Datum) * m);
-		Datum	   *counts = palloc(sizeof(Datum) * m);
-		Datum	   *blobs = palloc(sizeof(Datum) * m);
-		Datum	   *hashes = palloc(sizeof(Datum) * m);
-		int			k = 0;
-
-		for (int i = 0; i < n; i++)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (a[i].blob == NULL)
-				continue;
-			if (!a[i].locked)
-				elog(ERROR, "appends to several partitions need their rows locked first");
-			ids[k] = qs_uuid_datum(&a[i].pid);
-			counts[k] = Int64GetDatum(a[i].count);
-			blobs[k] = PointerGetDatum(a[i].blob);
-			hashes[k] = PointerGetDatum(hashes_bytea(a[i].hashes, a[i].count));
-			k++;
-		}
-		args[0] = PointerGetDatum(construct_array(ids, m, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
-		args[1] = PointerGetDatum(construct_array(counts, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		args[2] = PointerGetDatum(construct_array(blobs, m, BYTEAOID, -1, false, TYPALIGN_INT));
-		args[3] = PointerGetDatum(construct_array(hashes, m, BYTEAOID, -1, false, TYPALIGN_INT));
-		qs_exec(&append_many_plan, args, NULL, 0);
-		/* the arrays copied every segment: give that back now */
-		for (int i = 0; i < 4; i++)
-			pfree(DatumGetPointer(args[i]));
-		for (k = 0; k < m; k++)
-		{
-			pfree(DatumGetPointer(ids[k]));
-			pfree(DatumGetPointer(hashes[k]));
-		}
-		pfree(ids);
-		pfree(counts);
-		pfree(blobs);
-		pfree(hashes);
-	}
-	if (SPI_processed != (uint64) m)
-		partition_vanished();
-
-	/* the rows come back in any order: match them by partition */
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		bool		isnull;
-		pg_uuid_t  *pid = DatumGetUUIDP(qs_col(r, 1, &isnull));
-		int64		end = qs_col_int64(r, 2, 0);
-		TimestampTz at = DatumGetTimestampTz(qs_col(r, 3, &isnull));
-		int			i;
-
-		CHECK_FOR_INTERRUPTS();
-		if (m == 1)
-			i = last;
-		else
-		{
-			/* `a` is sorted by pid */
-			QsAppendMany *hit = bsearch(pid, a, n, sizeof(QsAppendMany), pid_cmp);
-
-			if (hit == NULL || hit->blob == NULL)
-				elog(ERROR, "append returned a partition it was not given");
-			i = hit - a;
-		}
-		a[i].base_offset = end - a[i].count + 1;
-		a[i].created_at = at;
-	}
-	SPI_freetuptable(SPI_tuptable);
+	if (m == 1 && !a[last].locked)
+		qs_appends_lock(&a[last], 1);
+	qs_segments_write(a, n);
 	for (int i = 0; i < n; i++)
 		if (a[i].blob != NULL)
 			qs_dedup_record(&a[i].pid, a[i].base_offset, a[i].count, a[i].hashes,

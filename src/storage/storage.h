@@ -96,6 +96,7 @@ typedef struct QsAppendMany
 	int			window;
 	/* set by qs_appends_lock */
 	bool		locked;
+	ItemPointerData ctid;		/* the locked row version */
 	int64		last_offset;
 	int64		txns_start;
 	/* the segment, or blob NULL for none */
@@ -109,6 +110,7 @@ typedef struct QsAppendMany
 
 extern void qs_appends_lock(QsAppendMany *a, int n);
 extern void qs_appends_run(QsAppendMany *a, int n);
+extern void qs_segments_write(QsAppendMany *a, int n);
 /* "dups": [{"i": frame index, "off": the original's offset}, ...] */
 extern void qs_write_dups(QsJson *j, int ndups, const int *dup_idx, const int64 *dup_off);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);

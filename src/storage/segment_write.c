@@ -1,0 +1,280 @@
+/*
+ * segment_write.c: the append's writes without the executor. For partitions
+ * whose rows are locked (qs_appends_lock), bump each allocator row and
+ * insert its segment and hash rows through the table AM, with the
+ * constraints, indexes and row triggers a statement would run
+ * (execReplication.c's simple-relation calls, as logical replication's
+ * apply does). A statement cost more to start (plan checks, node
+ * initialisation) than these rows cost to write.
+ */
+#include "storage/storage.h"
+
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parsetree.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+/* The target tables, in the order their rows are written. */
+enum
+{
+	REL_PARTITIONS,
+	REL_SEGMENTS,
+	REL_TXNS,
+	NRELS
+};
+
+static const char *const rel_names[NRELS] = {"log_partitions", "log_segments", "log_txns"};
+static const AclMode rel_modes[NRELS] = {ACL_UPDATE, ACL_INSERT, ACL_INSERT};
+
+/* Column numbers of the columns the append reads or writes. */
+typedef struct Cols
+{
+	AttrNumber	id,
+				last_offset,
+				last_write_at,
+				oldest_live_at,
+				oldest_txn_at;
+	AttrNumber	partition_id[2],	/* segments, txns */
+				base_offset[2],
+				end_offset[2],
+				created_at[2],
+				body[2];		/* blob, hashes */
+} Cols;
+
+typedef struct Writer
+{
+	EState	   *estate;
+	ResultRelInfo *rri[NRELS];
+	TupleTableSlot *old_slot;
+	TupleTableSlot *new_slot;
+	TupleTableSlot *row_slot[2];	/* segments, txns */
+	EPQState	epq;
+	Cols		c;
+} Writer;
+
+static AttrNumber
+column(Relation rel, const char *name)
+{
+	TupleDesc	d = RelationGetDescr(rel);
+
+	for (int i = 0; i < d->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(d, i);
+
+		if (!a->attisdropped && strcmp(NameStr(a->attname), name) == 0)
+			return a->attnum;
+	}
+	elog(ERROR, "queen.%s has no column \"%s\"", RelationGetRelationName(rel), name);
+	return InvalidAttrNumber;	/* keep compiler quiet */
+}
+
+/*
+ * A row the append inserts sets every column: a column added to the table
+ * later would otherwise be written NULL instead of its default.
+ */
+static void
+all_columns_known(Relation rel, int known)
+{
+	TupleDesc	d = RelationGetDescr(rel);
+	int			live = 0;
+
+	for (int i = 0; i < d->natts; i++)
+		if (!TupleDescAttr(d, i)->attisdropped)
+			live++;
+	if (live != known)
+		elog(ERROR, "queen.%s has columns the append does not write", RelationGetRelationName(rel));
+}
+
+static void
+writer_open(Writer *w)
+{
+	Oid			nsp = get_namespace_oid("queen", false);
+	List	   *rtable = NIL;
+	Relation	rels[NRELS];
+
+	memset(w, 0, sizeof(*w));
+	w->estate = CreateExecutorState();
+	for (int r = 0; r < NRELS; r++)
+	{
+		Oid			relid = get_relname_relid(rel_names[r], nsp);
+		RangeTblEntry *rte;
+
+		if (!OidIsValid(relid))
+			elog(ERROR, "queen.%s is missing", rel_names[r]);
+		/* the caller runs as the extension's owner: check it, as a statement would */
+		if (pg_class_aclcheck(relid, GetUserId(), rel_modes[r]) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, rel_names[r]);
+		rels[r] = table_open(relid, RowExclusiveLock);
+		if (rels[r]->rd_rel->relkind != RELKIND_RELATION || rels[r]->rd_rel->relrowsecurity)
+			elog(ERROR, "queen.%s must be a plain table without row security", rel_names[r]);
+		rte = makeNode(RangeTblEntry);
+		rte->rtekind = RTE_RELATION;
+		rte->relid = relid;
+		rte->relkind = RELKIND_RELATION;
+		rte->rellockmode = RowExclusiveLock;
+		rtable = lappend(rtable, rte);
+	}
+	ExecInitRangeTable(w->estate, rtable);
+	w->estate->es_output_cid = GetCurrentCommandId(true);
+	/* only the update's crosscheck could read it: none is asked for */
+	w->estate->es_snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : InvalidSnapshot;
+	for (int r = 0; r < NRELS; r++)
+	{
+		w->rri[r] = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->rri[r], rels[r], r + 1, NULL, 0);
+		/* so that the AFTER ROW triggers find their relation */
+		w->estate->es_opened_result_relations =
+			lappend(w->estate->es_opened_result_relations, w->rri[r]);
+		ExecOpenIndices(w->rri[r], false);
+	}
+	EvalPlanQualInit(&w->epq, w->estate, NULL, NIL, -1);
+	AfterTriggerBeginQuery();
+
+	w->c.id = column(rels[REL_PARTITIONS], "id");
+	w->c.last_offset = column(rels[REL_PARTITIONS], "last_offset");
+	w->c.last_write_at = column(rels[REL_PARTITIONS], "last_write_at");
+	w->c.oldest_live_at = column(rels[REL_PARTITIONS], "oldest_live_at");
+	w->c.oldest_txn_at = column(rels[REL_PARTITIONS], "oldest_txn_at");
+	for (int k = 0; k < 2; k++)
+	{
+		Relation	rel = rels[REL_SEGMENTS + k];
+
+		w->c.partition_id[k] = column(rel, "partition_id");
+		w->c.base_offset[k] = column(rel, "base_offset");
+		w->c.end_offset[k] = column(rel, "end_offset");
+		w->c.created_at[k] = column(rel, "created_at");
+		w->c.body[k] = column(rel, k == 0 ? "blob" : "hashes");
+		all_columns_known(rel, 5);
+		w->row_slot[k] = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(rel), &TTSOpsVirtual);
+	}
+	w->old_slot = table_slot_create(rels[REL_PARTITIONS], &w->estate->es_tupleTable);
+	w->new_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(rels[REL_PARTITIONS]),
+										 &TTSOpsVirtual);
+}
+
+static void
+writer_close(Writer *w)
+{
+	AfterTriggerEndQuery(w->estate);
+	EvalPlanQualEnd(&w->epq);
+	for (int r = 0; r < NRELS; r++)
+	{
+		ExecCloseIndices(w->rri[r]);
+		table_close(w->rri[r]->ri_RelationDesc, NoLock);
+	}
+	ExecResetTupleTable(w->estate->es_tupleTable, false);
+	FreeExecutorState(w->estate);
+	/* what was written is seen by the statements that follow */
+	CommandCounterIncrement();
+}
+
+static void
+insert_row(Writer *w, int k, const QsAppendMany *a, Datum body)
+{
+	TupleTableSlot *s = w->row_slot[k];
+
+	ExecClearTuple(s);
+	memset(s->tts_isnull, true, sizeof(bool) * s->tts_tupleDescriptor->natts);
+	s->tts_values[w->c.partition_id[k] - 1] = qs_uuid_datum(&a->pid);
+	s->tts_values[w->c.base_offset[k] - 1] = Int64GetDatum(a->base_offset);
+	s->tts_values[w->c.end_offset[k] - 1] = Int64GetDatum(a->base_offset + a->count - 1);
+	s->tts_values[w->c.created_at[k] - 1] = TimestampTzGetDatum(a->created_at);
+	s->tts_values[w->c.body[k] - 1] = body;
+	s->tts_isnull[w->c.partition_id[k] - 1] = false;
+	s->tts_isnull[w->c.base_offset[k] - 1] = false;
+	s->tts_isnull[w->c.end_offset[k] - 1] = false;
+	s->tts_isnull[w->c.created_at[k] - 1] = false;
+	s->tts_isnull[w->c.body[k] - 1] = false;
+	ExecStoreVirtualTuple(s);
+	ExecSimpleRelationInsert(w->rri[REL_SEGMENTS + k], w->estate, s);
+	ResetPerTupleExprContext(w->estate);
+}
+
+/* A timestamp column that is set when NULL, or (last_write_at) when stale. */
+static void
+set_if(TupleTableSlot *s, AttrNumber att, bool cond, TimestampTz now)
+{
+	if (cond)
+	{
+		s->tts_values[att - 1] = TimestampTzGetDatum(now);
+		s->tts_isnull[att - 1] = false;
+	}
+}
+
+/*
+ * One partition: the allocator row moves by `count` (last_write_at only
+ * when more than a second stale, so that the row stays HOT), the segment
+ * takes the offsets after the old last_offset, and created_at is read
+ * under the row lock, so it is monotone in offsets.
+ */
+static void
+append_one(Writer *w, QsAppendMany *a)
+{
+	TupleTableSlot *old = w->old_slot;
+	TupleTableSlot *new = w->new_slot;
+	int			natts = old->tts_tupleDescriptor->natts;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	bytea	   *hashes;
+
+	if (!table_tuple_fetch_row_version(w->rri[REL_PARTITIONS]->ri_RelationDesc, &a->ctid,
+									   SnapshotAny, old))
+		elog(ERROR, "the locked partition row is gone");
+	slot_getallattrs(old);
+	if (old->tts_isnull[w->c.id - 1] ||
+		memcmp(DatumGetUUIDP(old->tts_values[w->c.id - 1])->data, a->pid.data, UUID_LEN) != 0 ||
+		DatumGetInt64(old->tts_values[w->c.last_offset - 1]) != a->last_offset)
+		elog(ERROR, "the locked partition row is not the one the lock read");
+
+	ExecClearTuple(new);
+	memcpy(new->tts_values, old->tts_values, sizeof(Datum) * natts);
+	memcpy(new->tts_isnull, old->tts_isnull, sizeof(bool) * natts);
+	new->tts_values[w->c.last_offset - 1] = Int64GetDatum(a->last_offset + a->count);
+	set_if(new, w->c.last_write_at, old->tts_isnull[w->c.last_write_at - 1] ||
+		   DatumGetTimestampTz(old->tts_values[w->c.last_write_at - 1]) < now - USECS_PER_SEC, now);
+	set_if(new, w->c.oldest_live_at, old->tts_isnull[w->c.oldest_live_at - 1], now);
+	set_if(new, w->c.oldest_txn_at, old->tts_isnull[w->c.oldest_txn_at - 1], now);
+	ExecStoreVirtualTuple(new);
+	ExecSimpleRelationUpdate(w->rri[REL_PARTITIONS], w->estate, &w->epq, old, new);
+	ResetPerTupleExprContext(w->estate);
+
+	a->base_offset = a->last_offset + 1;
+	a->created_at = GetCurrentTimestamp();
+
+	hashes = palloc(VARHDRSZ + (Size) a->count * QS_HASH_LEN);
+	SET_VARSIZE(hashes, VARHDRSZ + (Size) a->count * QS_HASH_LEN);
+	memcpy(VARDATA(hashes), a->hashes, (Size) a->count * QS_HASH_LEN);
+	insert_row(w, 0, a, PointerGetDatum(a->blob));
+	insert_row(w, 1, a, PointerGetDatum(hashes));
+	pfree(hashes);
+}
+
+/*
+ * Append the segment of every entry that has one (blob set), in `a`'s
+ * order (pid order, the order the rows were locked in). Every such row is
+ * locked by this transaction already.
+ */
+void
+qs_segments_write(QsAppendMany *a, int n)
+{
+	Writer		w;
+
+	writer_open(&w);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (a[i].blob == NULL)
+			continue;
+		if (!a[i].locked)
+			elog(ERROR, "a segment is appended only under its partition's row lock");
+		append_one(&w, &a[i]);
+	}
+	writer_close(&w);
+}
