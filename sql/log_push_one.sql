@@ -147,14 +147,23 @@ SELECT m->>'transactionId' AS txn, m->'data' AS data
 
 -- The writes go through the table access method, not a statement
 -- (segment_write.c): the allocator row moves, its timestamps are set, and
--- a row trigger on a log table fires as it would for an INSERT.
+-- AFTER ROW triggers fire as they would for a statement (UPDATE OF too).
 CREATE TABLE pg_temp.seen (tbl text, base bigint);
 CREATE FUNCTION pg_temp.seen_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO pg_temp.seen VALUES (TG_TABLE_NAME, NEW.base_offset);
 	RETURN NEW;
 END $$;
+CREATE FUNCTION pg_temp.seen_alloc() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO pg_temp.seen VALUES (TG_TABLE_NAME || ' ' || TG_NAME, NEW.last_offset);
+	RETURN NEW;
+END $$;
 CREATE TRIGGER seen AFTER INSERT ON queen.log_txns FOR EACH ROW EXECUTE FUNCTION pg_temp.seen_row();
+CREATE TRIGGER seen AFTER UPDATE OF last_offset ON queen.log_partitions
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.seen_alloc();
+CREATE TRIGGER unseen AFTER UPDATE OF name ON queen.log_partitions
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.seen_alloc();
 BEGIN;
 SELECT pg_temp.verdict(pg_temp.push('writes', '{w1}'));
 SELECT pg_temp.verdict(pg_temp.push('writes', '{w2,w3}'));
@@ -162,9 +171,21 @@ SELECT pg_temp.verdict(pg_temp.push('writes', '{w4}'));
 SELECT p.last_offset, p.last_write_at = now() AS write_at_now,
        p.oldest_live_at = now() AS live_at_now, p.oldest_txn_at = now() AS txn_at_now
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'writes';
-SELECT tbl, base FROM pg_temp.seen ORDER BY base;
+SELECT tbl, base FROM pg_temp.seen ORDER BY tbl, base;
 COMMIT;
 DROP TRIGGER seen ON queen.log_txns;
+DROP TRIGGER seen ON queen.log_partitions;
+DROP TRIGGER unseen ON queen.log_partitions;
+-- Triggers it cannot run make the push fail, and nothing is written.
+CREATE FUNCTION pg_temp.keep_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+BEGIN;
+CREATE TRIGGER before_row BEFORE INSERT ON queen.log_txns FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+SELECT pg_temp.try($$SELECT pg_temp.push('writes', '{w5}')$$);
+ROLLBACK;
+BEGIN;
+CREATE TRIGGER per_statement AFTER UPDATE ON queen.log_partitions FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.keep_row();
+SELECT pg_temp.try($$SELECT pg_temp.push('writes', '{w5}')$$);
+ROLLBACK;
 -- A column the append does not know would be written NULL: it refuses.
 BEGIN;
 ALTER TABLE queen.log_segments ADD COLUMN extra int DEFAULT 7;

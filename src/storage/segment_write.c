@@ -1,10 +1,11 @@
 /*
- * segment_write.c: the append's writes without the executor. For partitions
+ * segment_write.c: the append's writes without a statement. For partitions
  * whose rows are locked (qs_appends_lock), bump each allocator row and
  * insert its segment and hash rows through the table AM, with the
- * constraints, indexes and row triggers a statement would run
+ * constraints, indexes and AFTER ROW triggers a statement would run
  * (execReplication.c's simple-relation calls, as logical replication's
- * apply does). A statement cost more to start (plan checks, node
+ * apply does); other triggers and row security that applies to the owner
+ * are refused. A statement cost more to start (plan checks, node
  * initialisation) than these rows cost to write.
  */
 #include "storage/storage.h"
@@ -16,10 +17,10 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
-#include "parser/parsetree.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 
 /* The target tables, in the order their rows are written. */
@@ -93,15 +94,41 @@ all_columns_known(Relation rel, int known)
 		elog(ERROR, "queen.%s has columns the append does not write", RelationGetRelationName(rel));
 }
 
+/*
+ * Only AFTER ROW triggers (the foreign keys' among them) run as they would
+ * for a statement: a BEFORE ROW trigger could skip a row the append counts
+ * on, and statement triggers and transition tables need a statement.
+ */
+static void
+triggers_supported(ResultRelInfo *rri)
+{
+	TriggerDesc *t = rri->ri_TrigDesc;
+
+	if (t && (t->trig_insert_before_row || t->trig_update_before_row ||
+			  t->trig_insert_before_statement || t->trig_insert_after_statement ||
+			  t->trig_update_before_statement || t->trig_update_after_statement ||
+			  t->trig_insert_new_table || t->trig_update_old_table || t->trig_update_new_table))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("queen.%s has a trigger the append cannot run",
+						RelationGetRelationName(rri->ri_RelationDesc)),
+				 errdetail("Segments are written row by row, without a statement."),
+				 errhint("Only AFTER ... FOR EACH ROW triggers without transition tables are run.")));
+}
+
 static void
 writer_open(Writer *w)
 {
 	Oid			nsp = get_namespace_oid("queen", false);
 	List	   *rtable = NIL;
 	Relation	rels[NRELS];
+	RangeTblEntry *rtes[NRELS];
+	MemoryContext old;
 
 	memset(w, 0, sizeof(*w));
 	w->estate = CreateExecutorState();
+	/* everything below is freed with the executor state */
+	old = MemoryContextSwitchTo(w->estate->es_query_cxt);
 	for (int r = 0; r < NRELS; r++)
 	{
 		Oid			relid = get_relname_relid(rel_names[r], nsp);
@@ -112,16 +139,39 @@ writer_open(Writer *w)
 		/* the caller runs as the extension's owner: check it, as a statement would */
 		if (pg_class_aclcheck(relid, GetUserId(), rel_modes[r]) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, rel_names[r]);
+		if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("queen.%s has row security that applies to its owner", rel_names[r]),
+					 errdetail("Segments are written without a statement, which row security policies need.")));
 		rels[r] = table_open(relid, RowExclusiveLock);
-		if (rels[r]->rd_rel->relkind != RELKIND_RELATION || rels[r]->rd_rel->relrowsecurity)
-			elog(ERROR, "queen.%s must be a plain table without row security", rel_names[r]);
+		if (rels[r]->rd_rel->relkind != RELKIND_RELATION)
+			elog(ERROR, "queen.%s must be a plain table", rel_names[r]);
 		rte = makeNode(RangeTblEntry);
 		rte->rtekind = RTE_RELATION;
 		rte->relid = relid;
 		rte->relkind = RELKIND_RELATION;
 		rte->rellockmode = RowExclusiveLock;
+		rtes[r] = rte;
 		rtable = lappend(rtable, rte);
 	}
+
+	w->c.id = column(rels[REL_PARTITIONS], "id");
+	w->c.last_offset = column(rels[REL_PARTITIONS], "last_offset");
+	w->c.last_write_at = column(rels[REL_PARTITIONS], "last_write_at");
+	w->c.oldest_live_at = column(rels[REL_PARTITIONS], "oldest_live_at");
+	w->c.oldest_txn_at = column(rels[REL_PARTITIONS], "oldest_txn_at");
+	/* what the update may change: for UPDATE OF triggers and the indexes' hints */
+	{
+		AttrNumber	upd[] = {w->c.last_offset, w->c.last_write_at, w->c.oldest_live_at,
+		w->c.oldest_txn_at};
+
+		for (int i = 0; i < (int) lengthof(upd); i++)
+			rtes[REL_PARTITIONS]->updatedCols =
+				bms_add_member(rtes[REL_PARTITIONS]->updatedCols,
+							   upd[i] - FirstLowInvalidHeapAttributeNumber);
+	}
+
 	ExecInitRangeTable(w->estate, rtable);
 	w->estate->es_output_cid = GetCurrentCommandId(true);
 	/* only the update's crosscheck could read it: none is asked for */
@@ -130,6 +180,7 @@ writer_open(Writer *w)
 	{
 		w->rri[r] = makeNode(ResultRelInfo);
 		InitResultRelInfo(w->rri[r], rels[r], r + 1, NULL, 0);
+		triggers_supported(w->rri[r]);
 		/* so that the AFTER ROW triggers find their relation */
 		w->estate->es_opened_result_relations =
 			lappend(w->estate->es_opened_result_relations, w->rri[r]);
@@ -138,11 +189,6 @@ writer_open(Writer *w)
 	EvalPlanQualInit(&w->epq, w->estate, NULL, NIL, -1);
 	AfterTriggerBeginQuery();
 
-	w->c.id = column(rels[REL_PARTITIONS], "id");
-	w->c.last_offset = column(rels[REL_PARTITIONS], "last_offset");
-	w->c.last_write_at = column(rels[REL_PARTITIONS], "last_write_at");
-	w->c.oldest_live_at = column(rels[REL_PARTITIONS], "oldest_live_at");
-	w->c.oldest_txn_at = column(rels[REL_PARTITIONS], "oldest_txn_at");
 	for (int k = 0; k < 2; k++)
 	{
 		Relation	rel = rels[REL_SEGMENTS + k];
@@ -158,6 +204,7 @@ writer_open(Writer *w)
 	w->old_slot = table_slot_create(rels[REL_PARTITIONS], &w->estate->es_tupleTable);
 	w->new_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(rels[REL_PARTITIONS]),
 										 &TTSOpsVirtual);
+	MemoryContextSwitchTo(old);
 }
 
 static void

@@ -149,7 +149,7 @@ is($node->safe_psql('postgres',
 $node->safe_psql('postgres', q{
 	CREATE FUNCTION public.boom() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN RAISE EXCEPTION 'secret detail: SELECT password FROM users' USING DETAIL = 'row 42 of accounts'; END $$;
-	CREATE TRIGGER boom BEFORE INSERT ON queen.log_segments FOR EACH ROW EXECUTE FUNCTION public.boom();});
+	CREATE TRIGGER boom AFTER INSERT ON queen.log_segments FOR EACH ROW EXECUTE FUNCTION public.boom();});
 my $log_at = -s $node->logfile;
 ($st, $doc, undef, my $raw500) = http_json($node, 'POST', '/api/v1/push', { items => [ { queue => 'boom', payload => {} } ] });
 is($st, 500, 'a push that raises inside answers 500');
