@@ -44,48 +44,71 @@ get_u32(const uint8 *p)
 	return (uint32) p[0] | ((uint32) p[1] << 8) | ((uint32) p[2] << 16) | ((uint32) p[3] << 24);
 }
 
-/* A frame's length after its u32 length word. */
-static uint64
-frame_body(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
+typedef enum FrameLimit
 {
-	uint64		body = 1 + UUID_LEN + 2 + (uint64) txn_len + payload_len;
+	FRAME_FITS,
+	FRAME_TXN_LONG,
+	FRAME_PSUB_LONG,
+	FRAME_TOO_LARGE
+} FrameLimit;
 
+/* The limit a frame of these sizes breaks, and its length after its u32 length word. */
+static FrameLimit
+frame_limit(bool trace, int txn_len, bool psub, int psub_len, int payload_len, uint64 *body)
+{
+	*body = 1 + UUID_LEN + 2 + (uint64) txn_len + payload_len;
 	if (trace)
-		body += UUID_LEN;
+		*body += UUID_LEN;
 	if (psub)
-		body += 2 + psub_len;
-	return body;
+		*body += 2 + psub_len;
+	if (txn_len > PG_UINT16_MAX)
+		return FRAME_TXN_LONG;
+	if (psub && psub_len > PG_UINT16_MAX)
+		return FRAME_PSUB_LONG;
+	if (*body > (uint64) qs_max_segment_kb * 1024)
+		return FRAME_TOO_LARGE;
+	return FRAME_FITS;
 }
 
 /* Whether qs_frame_append would take the frame (qs_frame_check raises the limit broken). */
 bool
 qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
 {
-	return txn_len <= PG_UINT16_MAX && (!psub || psub_len <= PG_UINT16_MAX) &&
-		frame_body(trace, txn_len, psub, psub_len, payload_len) <= (uint64) qs_max_segment_kb * 1024;
+	uint64		body;
+
+	return frame_limit(trace, txn_len, psub, psub_len, payload_len, &body) == FRAME_FITS;
 }
 
-/* Raise the limit a frame of these sizes breaks, if any. */
-void
+/* Raise the limit a frame of these sizes breaks, if any; else its length after the length word. */
+uint64
 qs_frame_check(bool trace, int txn_len, bool psub, int psub_len, int payload_len)
 {
-	uint64		body = frame_body(trace, txn_len, psub, psub_len, payload_len);
+	uint64		body;
 
-	if (txn_len > PG_UINT16_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("transactionId is too long"),
-				 errdetail("A transactionId is at most 65535 bytes; this one has %d.", txn_len)));
-	if (psub && psub_len > PG_UINT16_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("producer subject is too long")));
-	if (body > (uint64) qs_max_segment_kb * 1024)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("message is too large"),
-				 errdetail("A frame of %llu bytes exceeds queen_streams.max_segment_size.",
-						   (unsigned long long) body)));
+	switch (frame_limit(trace, txn_len, psub, psub_len, payload_len, &body))
+	{
+		case FRAME_FITS:
+			break;
+		case FRAME_TXN_LONG:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("transactionId is too long"),
+					 errdetail("A transactionId is at most 65535 bytes; this one has %d.", txn_len)));
+			break;
+		case FRAME_PSUB_LONG:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("producer subject is too long")));
+			break;
+		case FRAME_TOO_LARGE:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("message is too large"),
+					 errdetail("A frame of %llu bytes exceeds queen_streams.max_segment_size.",
+							   (unsigned long long) body)));
+			break;
+	}
+	return body;
 }
 
 void
@@ -94,9 +117,8 @@ qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
 				const char *psub, int psub_len,
 				const char *payload, int payload_len)
 {
-	uint64		body = frame_body(trace != NULL, txn_len, psub != NULL, psub_len, payload_len);
+	uint64		body = qs_frame_check(trace != NULL, txn_len, psub != NULL, psub_len, payload_len);
 
-	qs_frame_check(trace != NULL, txn_len, psub != NULL, psub_len, payload_len);
 	if (trace)
 		flags |= QS_FLAG_TRACE;
 	if (psub)

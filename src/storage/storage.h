@@ -35,7 +35,7 @@ extern void qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
 							const char *psub, int psub_len,
 							const char *payload, int payload_len);
 extern bool qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len);
-extern void qs_frame_check(bool trace, int txn_len, bool psub, int psub_len, int payload_len);
+extern uint64 qs_frame_check(bool trace, int txn_len, bool psub, int psub_len, int payload_len);
 extern bytea *qs_segment_compress(const char *raw, Size len);
 extern QsFrame *qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base);
 extern QsFrame *qs_segment_try_decode(bytea *blob, int64 count, char **why);
