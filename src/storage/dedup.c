@@ -26,12 +26,16 @@
  *   is not enough, the partition holding the most stops being cached and is
  *   probed by reading its window (the uncached probe, always correct), as
  *   is any partition when the library was not preloaded.
- * - Most probes look up hashes the cache does not hold (fresh ids). A
- *   counting filter beside the hash table (a byte per slot, incremented
- *   for each entry added and decremented for each removed, sticky once
- *   full) answers "not cached" from one byte, and a probe prefetches the
- *   bytes of all its items before reading any: only a possible hit pays
- *   for the hash table's lookup, which is the same verdict either way.
+ * - A push probes and records about a hundred hashes in a table far
+ *   larger than any cache, and every page of it a backend touches first
+ *   costs a fault. So the lookups go through a compact index, 8 bytes a
+ *   slot (linear probing, deletion by backward shift): a slot holds 32
+ *   bits of the key's hash, which also place it, and the number of its
+ *   entry. A probe for a hash the cache does not hold (a fresh id, the
+ *   common case) reads one index line and no entry; every home line is
+ *   prefetched before any is read. Entries are taken in order from an
+ *   array (freed ones are reused first), so the entries of one push share
+ *   a few pages.
  * - The cache belongs to the timeline it was filled on. A hot standby
  *   caches nothing (it replays frames it never probed); the first probe or
  *   record after a promotion, on the new timeline, drops whatever an
@@ -60,16 +64,26 @@ typedef struct HashKey
 	uint8		hash[QS_HASH_LEN];
 } HashKey;
 
+/* A cached hash: one cache line. */
 typedef struct HashEntry
 {
 	HashKey		key;
-	int64		offset;			/* lowest offset holding this hash */
+	int64		offset;			/* lowest offset holding this hash; free: the next free entry */
 	TimestampTz created_at;
-	TransactionId xid;			/* that stored it; Invalid once known committed */
-	bool		more;			/* another occurrence exists beyond `offset` */
 	TimestampTz older_at;		/* newest occurrence before `offset` that had
 								 * expired when replaced, or DT_NOBEGIN */
+	TransactionId xid;			/* that stored it; Invalid once known committed */
+	bool		more;			/* another occurrence exists beyond `offset` */
 } HashEntry;
+
+StaticAssertDecl(sizeof(HashEntry) == 64, "a dedup entry is one cache line");
+
+/* A slot of the index: the key's tag (32 bits of its hash) and its entry + 1, 0 when empty. */
+typedef struct IndexSlot
+{
+	uint32		tag;
+	uint32		entry;
+} IndexSlot;
 
 typedef struct PartEntry
 {
@@ -90,13 +104,16 @@ typedef struct DedupShared
 {
 	LWLock	   *lock;
 	int64		max_entries;
+	int64		nentries;		/* entries in use */
+	int64		unused;			/* entries from here on were never used */
+	int64		free;			/* a freed entry, its `offset` the next one; -1: none */
 	TimeLineID	tli;			/* the timeline the entries were cached on */
 } DedupShared;
 
 static DedupShared *shared = NULL;
-static HTAB *hashes = NULL;
-static uint8 *filter = NULL;	/* counting filter: entries per slot, 255 sticky */
-static uint64 filter_slots = 0;	/* a power of two, twice the entries or more */
+static IndexSlot *index_slots = NULL;	/* cache-line aligned */
+static uint64 nslots = 0;		/* a quarter more than max_entries: never full */
+static HashEntry *entries = NULL;	/* max_entries of them, cache-line aligned */
 static HTAB *parts = NULL;
 static int64 max_entries = 0;
 static int64 max_parts = 0;
@@ -113,8 +130,9 @@ static QsPlan newer_plan = {
 static Size
 dedup_shmem_size(void)
 {
-	return add_size(add_size(MAXALIGN(sizeof(DedupShared)), MAXALIGN(filter_slots)),
-					add_size(hash_estimate_size(max_entries, sizeof(HashEntry)),
+	return add_size(add_size(MAXALIGN(sizeof(DedupShared)),
+							 add_size(mul_size(nslots, sizeof(IndexSlot)), PG_CACHE_LINE_SIZE)),
+					add_size(add_size(mul_size(max_entries, sizeof(HashEntry)), PG_CACHE_LINE_SIZE),
 							 hash_estimate_size(max_parts, sizeof(PartEntry))));
 }
 
@@ -142,15 +160,19 @@ dedup_shmem_startup(void)
 	{
 		shared->lock = &(GetNamedLWLockTranche("queen_streams dedup"))->lock;
 		shared->max_entries = max_entries;
+		shared->nentries = 0;
+		shared->unused = 0;
+		shared->free = -1;
 	}
-	filter = ShmemInitStruct("queen_streams dedup filter", filter_slots, &found);
+	index_slots = ShmemInitStruct("queen_streams dedup index",
+								  mul_size(nslots, sizeof(IndexSlot)) + PG_CACHE_LINE_SIZE, &found);
 	if (!found)
-		memset(filter, 0, filter_slots);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(HashKey);
-	ctl.entrysize = sizeof(HashEntry);
-	hashes = ShmemInitHash("queen_streams dedup hashes", max_entries, max_entries, &ctl,
-						   HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+		memset(index_slots, 0, mul_size(nslots, sizeof(IndexSlot)) + PG_CACHE_LINE_SIZE);
+	index_slots = (IndexSlot *) CACHELINEALIGN(index_slots);
+	/* entries are written before they are read: no need to touch them now */
+	entries = ShmemInitStruct("queen_streams dedup hashes",
+							  mul_size(max_entries, sizeof(HashEntry)) + PG_CACHE_LINE_SIZE, &found);
+	entries = (HashEntry *) CACHELINEALIGN(entries);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(pg_uuid_t);
 	ctl.entrysize = sizeof(PartEntry);
@@ -171,9 +193,7 @@ qs_dedup_shmem_init(void)
 		return;
 	max_entries = Max(qs_dedup_cache_entries, 1024);
 	max_parts = Max(256, max_entries / 64);
-	filter_slots = 1;
-	while (filter_slots < (uint64) max_entries * 2)
-		filter_slots <<= 1;
+	nslots = max_entries + max_entries / 4;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = dedup_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
@@ -189,29 +209,140 @@ xid_in(const TransactionId *list, int n, TransactionId xid)
 	return false;
 }
 
-/* The filter's slot of a key: the txn hash's bits are uniform, the pid's mixed in. */
-static inline uint64
-filter_slot(const HashKey *k)
+/*
+ * A key's tag: 32 bits of its txn hash (uniform), the pid's mixed in. It
+ * places the key too (home_of), so the index alone can move its slots.
+ */
+static inline uint32
+key_tag(const pg_uuid_t *pid, const uint8 *hash)
 {
 	uint64		h,
 				a,
 				b;
 
-	memcpy(&h, k->hash, sizeof(h));
-	memcpy(&a, k->pid.data, sizeof(a));
-	memcpy(&b, k->pid.data + 8, sizeof(b));
-	return (h ^ ((a ^ b) * UINT64CONST(0x9E3779B97F4A7C15))) & (filter_slots - 1);
+	memcpy(&h, hash, sizeof(h));
+	memcpy(&a, pid->data, sizeof(a));
+	memcpy(&b, pid->data + 8, sizeof(b));
+	h ^= (a ^ b) * UINT64CONST(0x9E3779B97F4A7C15);
+	return (uint32) (h >> 32);
 }
 
-/* Remove an entry (lock held), the filter too. */
-static void
-remove_entry(HashEntry *e)
+/* A tag's home slot, by a multiply (nslots < 2^32). */
+static inline uint64
+home_of(uint32 tag)
 {
-	uint8	   *f = &filter[filter_slot(&e->key)];
+	return ((uint64) tag * nslots) >> 32;
+}
 
-	if (*f > 0 && *f < 255)
-		(*f)--;
-	hash_search(hashes, &e->key, HASH_REMOVE, NULL);
+static inline uint64
+next_slot(uint64 i)
+{
+	return i + 1 == nslots ? 0 : i + 1;
+}
+
+/* The tags of n hashes of one partition into tags[], their home lines prefetched. */
+static void
+prefetch_tags(const pg_uuid_t *pid, const uint8 *in, int n, uint32 *tags)
+{
+	for (int i = 0; i < n; i++)
+	{
+		tags[i] = key_tag(pid, in + i * QS_HASH_LEN);
+		__builtin_prefetch(&index_slots[home_of(tags[i])], 1);
+	}
+}
+
+/*
+ * The index slot of the key, or else the empty slot that ends its run
+ * (where it would go): linear probing from its home. An entry is read only
+ * when its tag matches.
+ */
+static uint64
+find_slot(const HashKey *key, uint32 tag, bool *found)
+{
+	for (uint64 i = home_of(tag);; i = next_slot(i))
+	{
+		IndexSlot  *s = &index_slots[i];
+
+		if (s->entry == 0)
+		{
+			*found = false;
+			return i;
+		}
+		if (s->tag == tag && memcmp(&entries[s->entry - 1].key, key, sizeof(HashKey)) == 0)
+		{
+			*found = true;
+			return i;
+		}
+	}
+}
+
+static HashEntry *
+lookup(const HashKey *key, uint32 tag)
+{
+	bool		found;
+	uint64		i = find_slot(key, tag, &found);
+
+	return found ? &entries[index_slots[i].entry - 1] : NULL;
+}
+
+/* Put a new key at empty index slot i (lock held; an entry is free). */
+static HashEntry *
+insert_at(uint64 i, const HashKey *key, uint32 tag)
+{
+	int64		k;
+
+	if (shared->free >= 0)
+	{
+		k = shared->free;
+		shared->free = entries[k].offset;
+	}
+	else
+		k = shared->unused++;
+	index_slots[i].tag = tag;
+	index_slots[i].entry = (uint32) (k + 1);
+	shared->nentries++;
+	entries[k].key = *key;
+	return &entries[k];
+}
+
+/* Remove index slot i and free its entry (lock held): later slots of its run shift back. */
+static void
+remove_slot(uint64 i)
+{
+	int64		k = index_slots[i].entry - 1;
+	uint64		j = i;
+
+	entries[k].offset = shared->free;
+	shared->free = k;
+	shared->nentries--;
+	for (;;)
+	{
+		uint64		h;
+
+		j = next_slot(j);
+		if (index_slots[j].entry == 0)
+			break;
+		h = home_of(index_slots[j].tag);
+		/* j's slot stays where it is when its home lies cyclically in (i, j] */
+		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+			continue;
+		index_slots[i] = index_slots[j];
+		i = j;
+	}
+	index_slots[i].entry = 0;
+}
+
+/*
+ * Remove every entry `drop` selects (lock held), in one pass over the
+ * index: a removal shifts later slots back into the one just read, which
+ * is read again.
+ */
+static void
+remove_where(bool (*drop) (HashEntry *e, void *arg), void *arg)
+{
+	for (uint64 i = 0; i < nslots; i++)
+		while (index_slots[i].entry != 0 && drop(&entries[index_slots[i].entry - 1], arg))
+			remove_slot(i);
 }
 
 /* An entry's frame is stored (committed, or this transaction's own). */
@@ -221,20 +352,20 @@ entry_valid(PartEntry *p, HashEntry *e)
 	return !TransactionIdIsValid(e->xid) || !xid_in(p->aborted, p->naborted, e->xid);
 }
 
+static bool
+of_partition(HashEntry *e, void *arg)
+{
+	PartEntry  *p = arg;
+
+	return memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0;
+}
+
 /* Forget every cached hash of one partition (a scan of the whole cache). */
 static void
 drop_partition(PartEntry *p)
 {
-	HASH_SEQ_STATUS seq;
-	HashEntry  *e;
-
 	if (p->entries > 0 || p->naborted > 0 || p->npending > 0)
-	{
-		hash_seq_init(&seq, hashes);
-		while ((e = hash_seq_search(&seq)) != NULL)
-			if (memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0)
-				remove_entry(e);
-	}
+		remove_where(of_partition, p);
 	p->entries = 0;
 	p->verified = -1;
 	p->covered_since = DT_NOEND;
@@ -243,20 +374,22 @@ drop_partition(PartEntry *p)
 	p->gen++;
 }
 
+static bool
+aborted_of_partition(HashEntry *e, void *arg)
+{
+	PartEntry  *p = arg;
+
+	if (!of_partition(e, p) || entry_valid(p, e))
+		return false;
+	p->entries--;
+	return true;
+}
+
 /* Remove the entries of a partition's aborted transactions; empty the list. */
 static void
 purge_aborted(PartEntry *p)
 {
-	HASH_SEQ_STATUS seq;
-	HashEntry  *e;
-
-	hash_seq_init(&seq, hashes);
-	while ((e = hash_seq_search(&seq)) != NULL)
-		if (memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0 && !entry_valid(p, e))
-		{
-			remove_entry(e);
-			p->entries--;
-		}
+	remove_where(aborted_of_partition, p);
 	p->naborted = 0;
 }
 
@@ -305,6 +438,21 @@ add_pending(PartEntry *p, TransactionId x)
 	return true;
 }
 
+/* An entry outside its partition's window, of an aborted push, or of no partition. */
+static bool
+expired_or_aborted(HashEntry *e, void *arg)
+{
+	TimestampTz now = *(TimestampTz *) arg;
+	PartEntry  *p = hash_search(parts, &e->key.pid, HASH_FIND, NULL);
+
+	if (p != NULL && e->created_at >= now - (TimestampTz) p->window * USECS_PER_SEC &&
+		entry_valid(p, e))
+		return false;
+	if (p)
+		p->entries--;
+	return true;
+}
+
 /*
  * Make room: drop expired and aborted entries and partitions with none;
  * if the cache is still three-quarters full, stop caching the partition
@@ -314,21 +462,9 @@ static void
 make_room(TimestampTz now)
 {
 	HASH_SEQ_STATUS seq;
-	HashEntry  *e;
 	PartEntry  *p;
 
-	hash_seq_init(&seq, hashes);
-	while ((e = hash_seq_search(&seq)) != NULL)
-	{
-		p = hash_search(parts, &e->key.pid, HASH_FIND, NULL);
-		if (p == NULL || e->created_at < now - (TimestampTz) p->window * USECS_PER_SEC ||
-			!entry_valid(p, e))
-		{
-			if (p)
-				p->entries--;
-			remove_entry(e);
-		}
-	}
+	remove_where(expired_or_aborted, &now);
 	hash_seq_init(&seq, parts);
 	while ((p = hash_seq_search(&seq)) != NULL)
 	{
@@ -338,7 +474,7 @@ make_room(TimestampTz now)
 		if (p->covered_since < since)
 			p->covered_since = since;
 	}
-	while (hash_get_num_entries(hashes) >= max_entries * 3 / 4)
+	while (shared->nentries >= max_entries * 3 / 4)
 	{
 		PartEntry  *victim = NULL;
 
@@ -359,11 +495,12 @@ make_room(TimestampTz now)
  * when the cache has no room left.
  */
 static bool
-remember(PartEntry *p, const uint8 *h, int64 offset, TimestampTz created_at,
+remember(PartEntry *p, const uint8 *h, uint32 tag, int64 offset, TimestampTz created_at,
 		 TimestampTz since, TransactionId xid, TimestampTz now)
 {
 	HashKey		key;
 	HashEntry  *e;
+	uint64		i;
 	bool		found;
 
 	if (qs_dedup_partition_entries > 0 && p->entries >= qs_dedup_partition_entries)
@@ -371,36 +508,35 @@ remember(PartEntry *p, const uint8 *h, int64 offset, TimestampTz created_at,
 	memset(&key, 0, sizeof(key));
 	key.pid = p->pid;
 	memcpy(key.hash, h, QS_HASH_LEN);
-	e = hash_search(hashes, &key, HASH_ENTER_NULL, &found);
-	if (e == NULL)
+	i = find_slot(&key, tag, &found);
+	if (!found && shared->nentries >= max_entries)
 	{
 		make_room(now);
-		if (p->uncached)
+		if (p->uncached || shared->nentries >= max_entries)
 			return false;
-		e = hash_search(hashes, &key, HASH_ENTER_NULL, &found);
-		if (e == NULL)
-			return false;
+		i = find_slot(&key, tag, &found);
 	}
 	if (!found)
 	{
-		uint8	   *f = &filter[filter_slot(&key)];
-
-		if (*f < 255)
-			(*f)++;
+		e = insert_at(i, &key, tag);
 		p->entries++;
 		e->more = false;
 		e->older_at = DT_NOBEGIN;
 	}
-	else if (entry_valid(p, e) && e->created_at >= since)
+	else
 	{
-		if (offset == e->offset)
-			return true;
-		e->more = true;
-		if (offset > e->offset)
-			return true;
+		e = &entries[index_slots[i].entry - 1];
+		if (entry_valid(p, e) && e->created_at >= since)
+		{
+			if (offset == e->offset)
+				return true;
+			e->more = true;
+			if (offset > e->offset)
+				return true;
+		}
+		else if (entry_valid(p, e) && offset > e->offset && e->created_at > e->older_at)
+			e->older_at = e->created_at;	/* a raised window may bring it back */
 	}
-	else if (entry_valid(p, e) && offset > e->offset && e->created_at > e->older_at)
-		e->older_at = e->created_at;	/* a raised window may bring it back */
 	e->offset = offset;
 	e->created_at = created_at;
 	e->xid = xid;
@@ -495,14 +631,15 @@ check_timeline(void)
 {
 	TimeLineID	tli = GetWALInsertionTimeLine();
 	HASH_SEQ_STATUS seq;
-	HashEntry  *e;
 	PartEntry  *p;
 
 	if (shared->tli == tli)
 		return;
-	hash_seq_init(&seq, hashes);
-	while ((e = hash_seq_search(&seq)) != NULL)
-		remove_entry(e);
+	if (shared->nentries > 0)
+		memset(index_slots, 0, mul_size(nslots, sizeof(IndexSlot)));
+	shared->nentries = 0;
+	shared->unused = 0;
+	shared->free = -1;
 	hash_seq_init(&seq, parts);
 	while ((p = hash_seq_search(&seq)) != NULL)
 		hash_search(parts, &p->pid, HASH_REMOVE, NULL);
@@ -569,7 +706,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	int64		floor = Max(verified, txns_start - 1);
 	bool		any = (probe == NULL);
 	bool		recheck = false;
-	uint64	   *slots;
+	uint32	   *tags;
 
 	/* nothing that can repeat (fresh ids only): no reading at all */
 	for (int i = 0; i < count && !any; i++)
@@ -626,8 +763,11 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 				tag = xmin;
 				ok = add_pending(p, xmin);
 			}
+			tags = palloc(sizeof(uint32) * Max(n, 1));
+			prefetch_tags(pid, sh, n, tags);
 			for (int k = 0; ok && k < n; k++)
-				ok = remember(p, sh + k * QS_HASH_LEN, base + k, created, since, tag, now);
+				ok = remember(p, sh + k * QS_HASH_LEN, tags[k], base + k, created, since, tag, now);
+			pfree(tags);
 		}
 		if (!ok)
 		{
@@ -646,29 +786,20 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 			p->covered_since = since;
 	}
 
-	/* the filter's bytes first, all of them in flight at once */
-	slots = palloc(sizeof(uint64) * count);
-	for (int i = 0; i < count; i++)
-	{
-		HashKey		key;
-
-		memset(&key, 0, sizeof(key));
-		key.pid = *pid;
-		memcpy(key.hash, in + i * QS_HASH_LEN, QS_HASH_LEN);
-		slots[i] = filter_slot(&key);
-		__builtin_prefetch(&filter[slots[i]]);
-	}
+	/* every home line in flight at once, before any is read */
+	tags = palloc(sizeof(uint32) * Max(count, 1));
+	prefetch_tags(pid, in, count, tags);
 	for (int i = 0; i < count; i++)
 	{
 		HashKey		key;
 		HashEntry  *e;
 
-		if ((probe && !probe[i]) || filter[slots[i]] == 0)
-			continue;			/* not cached: no occurrence in the window */
+		if (probe && !probe[i])
+			continue;
 		memset(&key, 0, sizeof(key));
 		key.pid = *pid;
 		memcpy(key.hash, in + i * QS_HASH_LEN, QS_HASH_LEN);
-		e = hash_search(hashes, &key, HASH_FIND, NULL);
+		e = lookup(&key, tags[i]);
 		if (e == NULL)
 			continue;
 		if (!entry_valid(p, e) || e->created_at < since || e->offset <= floor)
@@ -708,9 +839,11 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 	TransactionId xid;
 	TimestampTz since;
 	bool		ok = true;
+	uint32	   *tags;
 
 	if (shared == NULL || RecoveryInProgress())
 		return;
+	tags = palloc(sizeof(uint32) * Max(count, 1));
 	xid = dedup_on ? GetCurrentTransactionId() : InvalidTransactionId;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	check_timeline();
@@ -728,8 +861,10 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 		return;
 	}
 	since = created_at - (TimestampTz) p->window * USECS_PER_SEC;
+	prefetch_tags(pid, in, count, tags);
 	for (int i = 0; ok && i < count; i++)
-		ok = remember(p, in + i * QS_HASH_LEN, base + i, created_at, since, xid, created_at);
+		ok = remember(p, in + i * QS_HASH_LEN, tags[i], base + i, created_at, since, xid,
+					  created_at);
 	if (ok)
 		p->verified = base + count - 1;
 	else if (!p->uncached)
