@@ -30,8 +30,8 @@
  *   larger than any cache, and every page of it a backend touches first
  *   costs a fault. So the lookups go through a compact index, 8 bytes a
  *   slot (linear probing, deletion by backward shift): a slot holds 32
- *   bits of the key's hash, which also place it, and the number of its
- *   entry. A probe for a hash the cache does not hold (a fresh id, the
+ *   bits of the key's hash (mixed with a seed drawn at start), which also
+ *   place it, and the number of its entry. A probe for a hash the cache does not hold (a fresh id, the
  *   common case) reads one index line and no entry; every home line is
  *   prefetched before any is read. Entries are taken in order from an
  *   array (freed ones are reused first), so the entries of one push share
@@ -92,7 +92,7 @@ typedef struct PartEntry
 	TimestampTz covered_since;	/* ... when created at or after this */
 	int			window;			/* seconds, as last probed */
 	int64		entries;		/* hashes cached for it */
-	uint32		gen;			/* bumped whenever its entries are dropped */
+	uint32		gen;			/* new whenever it is added or its entries are dropped */
 	bool		uncached;		/* its window outgrew the cache: read it each time */
 	int			npending;
 	TransactionId pending[QS_DEDUP_PENDING];	/* recorded, not yet settled */
@@ -107,13 +107,16 @@ typedef struct DedupShared
 	int64		nentries;		/* entries in use */
 	int64		unused;			/* entries from here on were never used */
 	int64		free;			/* a freed entry, its `offset` the next one; -1: none */
+	uint64		seed;			/* of key_tag: ids cannot be chosen to crowd one run */
+	uint32		gen;			/* the last PartEntry.gen given */
 	TimeLineID	tli;			/* the timeline the entries were cached on */
 } DedupShared;
 
 static DedupShared *shared = NULL;
 static IndexSlot *index_slots = NULL;	/* cache-line aligned */
-static uint64 nslots = 0;		/* a quarter more than max_entries: never full */
+static uint64 nslots = 0;		/* 1.5 x max_entries: runs stay short */
 static HashEntry *entries = NULL;	/* max_entries of them, cache-line aligned */
+static uint64 tag_seed = 0;		/* shared->seed */
 static HTAB *parts = NULL;
 static int64 max_entries = 0;
 static int64 max_parts = 0;
@@ -163,7 +166,14 @@ dedup_shmem_startup(void)
 		shared->nentries = 0;
 		shared->unused = 0;
 		shared->free = -1;
+		shared->tli = 0;
+		shared->gen = 0;
+		if (!pg_strong_random(&shared->seed, sizeof(shared->seed)))
+			ereport(FATAL,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random seed for the dedup cache")));
 	}
+	tag_seed = shared->seed;
 	index_slots = ShmemInitStruct("queen_streams dedup index",
 								  mul_size(nslots, sizeof(IndexSlot)) + PG_CACHE_LINE_SIZE, &found);
 	if (!found)
@@ -193,7 +203,7 @@ qs_dedup_shmem_init(void)
 		return;
 	max_entries = Max(qs_dedup_cache_entries, 1024);
 	max_parts = Max(256, max_entries / 64);
-	nslots = max_entries + max_entries / 4;
+	nslots = max_entries + max_entries / 2;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = dedup_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
@@ -210,8 +220,10 @@ xid_in(const TransactionId *list, int n, TransactionId xid)
 }
 
 /*
- * A key's tag: 32 bits of its txn hash (uniform), the pid's mixed in. It
- * places the key too (home_of), so the index alone can move its slots.
+ * A key's tag: its txn hash and pid mixed with the server's random seed
+ * (murmur3's finalizer), so that no client can choose ids that crowd one
+ * run of the index. It places the key too (home_of), so the index alone
+ * can move its slots.
  */
 static inline uint32
 key_tag(const pg_uuid_t *pid, const uint8 *hash)
@@ -223,7 +235,12 @@ key_tag(const pg_uuid_t *pid, const uint8 *hash)
 	memcpy(&h, hash, sizeof(h));
 	memcpy(&a, pid->data, sizeof(a));
 	memcpy(&b, pid->data + 8, sizeof(b));
-	h ^= (a ^ b) * UINT64CONST(0x9E3779B97F4A7C15);
+	h ^= tag_seed ^ ((a ^ b) * UINT64CONST(0x9E3779B97F4A7C15));
+	h ^= h >> 33;
+	h *= UINT64CONST(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	h *= UINT64CONST(0xc4ceb9fe1a85ec53);
+	h ^= h >> 33;
 	return (uint32) (h >> 32);
 }
 
@@ -371,7 +388,7 @@ drop_partition(PartEntry *p)
 	p->covered_since = DT_NOEND;
 	p->npending = 0;
 	p->naborted = 0;
-	p->gen++;
+	p->gen = ++shared->gen;
 }
 
 static bool
@@ -454,12 +471,13 @@ expired_or_aborted(HashEntry *e, void *arg)
 }
 
 /*
- * Make room: drop expired and aborted entries and partitions with none;
- * if the cache is still three-quarters full, stop caching the partition
- * that holds the most.
+ * Make room: drop expired and aborted entries, and the partitions left
+ * with none and nothing to settle (but `keep`, which the caller holds; a
+ * dropped one is read from the table when next probed); if the cache is
+ * still three-quarters full, stop caching the partition that holds the most.
  */
 static void
-make_room(TimestampTz now)
+make_room(TimestampTz now, PartEntry *keep)
 {
 	HASH_SEQ_STATUS seq;
 	PartEntry  *p;
@@ -471,6 +489,11 @@ make_room(TimestampTz now)
 		TimestampTz since = now - (TimestampTz) p->window * USECS_PER_SEC;
 
 		p->naborted = 0;
+		if (p != keep && p->entries == 0 && p->npending == 0 && !p->uncached)
+		{
+			hash_search(parts, &p->pid, HASH_REMOVE, NULL);
+			continue;
+		}
 		if (p->covered_since < since)
 			p->covered_since = since;
 	}
@@ -511,7 +534,7 @@ remember(PartEntry *p, const uint8 *h, uint32 tag, int64 offset, TimestampTz cre
 	i = find_slot(&key, tag, &found);
 	if (!found && shared->nentries >= max_entries)
 	{
-		make_room(now);
+		make_room(now, p);
 		if (p->uncached || shared->nentries >= max_entries)
 			return false;
 		i = find_slot(&key, tag, &found);
@@ -660,7 +683,7 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 	p = hash_search(parts, pid, HASH_ENTER_NULL, &found);
 	if (p == NULL)
 	{
-		make_room(now);
+		make_room(now, NULL);
 		p = hash_search(parts, pid, HASH_ENTER_NULL, &found);
 		if (p == NULL)
 			return NULL;
@@ -668,7 +691,7 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 	if (!found)
 	{
 		p->entries = 0;
-		p->gen = 0;
+		p->gen = ++shared->gen;
 		p->uncached = false;
 		p->npending = 0;
 		p->naborted = 0;
@@ -735,11 +758,12 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	{
 		Datum		args[3];
 		uint32		gen = p->gen;
+		int64		from = Max(p->verified, txns_start - 1);
 		bool		ok = true;
 
 		LWLockRelease(shared->lock);
 		args[0] = qs_uuid_datum(pid);
-		args[1] = Int64GetDatum(Max(p->verified, txns_start - 1));
+		args[1] = Int64GetDatum(from);
 		args[2] = TimestampTzGetDatum(since);
 		qs_exec(&newer_plan, args, NULL, 0);
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -817,6 +841,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 		add_dup(res, count, i, e->offset);
 	}
 	LWLockRelease(shared->lock);
+	pfree(tags);
 	if (recheck)
 	{
 		probe_window(pid, floor, since, count, in, probe, res);
@@ -839,38 +864,37 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 	TransactionId xid;
 	TimestampTz since;
 	bool		ok = true;
-	uint32	   *tags;
+	uint32	   *tags = NULL;
 
 	if (shared == NULL || RecoveryInProgress())
 		return;
-	tags = palloc(sizeof(uint32) * Max(count, 1));
 	xid = dedup_on ? GetCurrentTransactionId() : InvalidTransactionId;
+	if (dedup_on)
+	{
+		/* outside the lock: the tags and their index lines */
+		tags = palloc(sizeof(uint32) * Max(count, 1));
+		prefetch_tags(pid, in, count, tags);
+	}
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	check_timeline();
 	p = hash_search(parts, pid, HASH_FIND, NULL);
-	if (p == NULL || p->uncached)
-	{
-		LWLockRelease(shared->lock);
-		return;
-	}
-	if (p->verified > base - 1)
+	if (p != NULL && !p->uncached && p->verified > base - 1)
 		p->verified = base - 1;
-	if (!dedup_on || p->verified != base - 1 || !add_pending(p, xid))
+	if (p != NULL && !p->uncached && dedup_on && p->verified == base - 1 && add_pending(p, xid))
 	{
-		LWLockRelease(shared->lock);
-		return;
-	}
-	since = created_at - (TimestampTz) p->window * USECS_PER_SEC;
-	prefetch_tags(pid, in, count, tags);
-	for (int i = 0; ok && i < count; i++)
-		ok = remember(p, in + i * QS_HASH_LEN, tags[i], base + i, created_at, since, xid,
-					  created_at);
-	if (ok)
-		p->verified = base + count - 1;
-	else if (!p->uncached)
-	{
-		drop_partition(p);
-		p->uncached = true;
+		since = created_at - (TimestampTz) p->window * USECS_PER_SEC;
+		for (int i = 0; ok && i < count; i++)
+			ok = remember(p, in + i * QS_HASH_LEN, tags[i], base + i, created_at, since, xid,
+						  created_at);
+		if (ok)
+			p->verified = base + count - 1;
+		else if (!p->uncached)
+		{
+			drop_partition(p);
+			p->uncached = true;
+		}
 	}
 	LWLockRelease(shared->lock);
+	if (tags)
+		pfree(tags);
 }
