@@ -20,7 +20,8 @@
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_PG_BIN
 # (/usr/lib/postgresql/15/bin; with a private copy of the PostgreSQL tree,
 # whose pg_config installs there, the shared install is not touched),
-# QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT (the "on" settings: 64, 0),
+# QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT / QS_BENCH_GC_AWAIT (the "on"
+# settings, the defaults: 64, 0, 1 ms),
 # QS_BENCH_HTTP_WORKERS (2, the default of queen_streams.http_workers).
 # Takes /tmp/queen_streams.test.lock like scripts/test.sh (machine quiet, and
 # `make install` when the shared tree is used); QS_BENCH_LOCK=0 skips it,
@@ -35,6 +36,7 @@ DURATION=${QS_BENCH_DURATION:-10}
 WARMUP=${QS_BENCH_WARMUP:-2}
 GC_REQ=${QS_BENCH_GC_REQUESTS:-64}
 GC_WAIT=${QS_BENCH_GC_WAIT:-0}
+GC_AWAIT=${QS_BENCH_GC_AWAIT:-1}
 WORKERS=${QS_BENCH_HTTP_WORKERS:-2}
 PORT=$((20000 + RANDOM % 20000))
 HTTP_PORT=$((PORT + 1))
@@ -83,9 +85,10 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-gc() {	# max_requests max_wait: set group commit, reload
+gc() {	# max_requests max_wait await: set group commit, reload
 	"${PSQL[@]}" -c "ALTER SYSTEM SET queen_streams.group_commit_max_requests = $1" \
-		-c "ALTER SYSTEM SET queen_streams.group_commit_max_wait = $2" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM SET queen_streams.group_commit_max_wait = $2" \
+		-c "ALTER SYSTEM SET queen_streams.group_commit_await = ${3:-0}" -c "SELECT pg_reload_conf()" >/dev/null
 	sleep 0.5
 }
 
@@ -159,7 +162,7 @@ HEALTH=$(lg 64 -m GET -u /health)
 
 declare -A R
 for mode in off on; do
-	if [ $mode = off ]; then gc 1 0; else gc "$GC_REQ" "$GC_WAIT"; fi
+	if [ $mode = off ]; then gc 1 0; else gc "$GC_REQ" "$GC_WAIT" "$GC_AWAIT"; fi
 	per_commit
 	log "push, 1 msg/request, 64 connections, one partition, group commit $mode"
 	R[one_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_one.txt"); per_commit; R[one_${mode}_g]=$PER_COMMIT
@@ -179,7 +182,7 @@ r() { awk -v a="$(echo "$1" | field rps)" -v b="$2" 'BEGIN { printf "%.2f", a / 
 {
 	echo "# bench/http/group_commit.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point)"
 	echo
-	echo "$WORKERS HTTP workers; fsync and synchronous_commit on; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms."
+	echo "$WORKERS HTTP workers; fsync and synchronous_commit on; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms, await ${GC_AWAIT} ms."
 	echo "Machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); 8 kB write+fdatasync: ${FSYNC:-?} ops/s;" \
 		"GET /health, 64 connections: $(echo "$HEALTH" | field rps) req/s (p50 $(echo "$HEALTH" | field p50_ms) ms)."
 	echo

@@ -267,6 +267,7 @@ connection_cb(void *cls, struct MHD_Connection *mhd, void **socket_context,
 		/* answered before the body was read: drain it on a copy of the socket */
 		if (c->linger && c->fd >= 0)
 			qs_screen_linger_dup(c->fd);
+		qs_group_conn_gone(c);
 		qs_conn_closed(c);
 		free(c);
 		*socket_context = NULL;

@@ -52,6 +52,16 @@ static dlist_head queue = DLIST_STATIC_INIT(queue);
 static int	nqueued = 0;
 
 /*
+ * The connections the last group answered, whose next request has not come
+ * yet. A closed-loop client sends again as soon as it reads its answer, so
+ * a group that is not full waits for them (at most group_commit_await):
+ * the clients of one group then stay together, and one flush serves them
+ * all, instead of the group splitting in two that alternate.
+ */
+static uint64 group_seq = 0;
+static int	nawaited = 0;
+
+/*
  * Routes that may write join groups: those a standby refuses (pop takes
  * leases). Reads and the listener's own routes run alone.
  */
@@ -66,6 +76,11 @@ qs_group_wants(QsReq *req)
 void
 qs_group_add(QsReq *req)
 {
+	if (req->conn && req->conn->awaited_in == group_seq && group_seq != 0)
+	{
+		req->conn->awaited_in = 0;
+		nawaited--;
+	}
 	req->grouped = true;
 	req->queued_at = GetCurrentTimestamp();
 	dlist_push_tail(&queue, &req->group_node);
@@ -83,10 +98,34 @@ qs_group_forget(QsReq *req)
 	req->grouped = false;
 }
 
+/* A connection is gone: its next request is not awaited any more. */
+void
+qs_group_conn_gone(QsConn *c)
+{
+	if (c->awaited_in == group_seq && group_seq != 0)
+		nawaited--;
+	c->awaited_in = 0;
+}
+
 static TimestampTz
 oldest_queued(void)
 {
 	return dlist_container(QsReq, group_node, dlist_head_node(&queue))->queued_at;
+}
+
+/*
+ * When the queued requests must run: once the oldest has waited
+ * group_commit_max_wait, and, while connections of the last group are
+ * still awaited, group_commit_await.
+ */
+static TimestampTz
+due_at(void)
+{
+	int			ms = qs_http_group_max_wait_ms;
+
+	if (nawaited > 0)
+		ms = Max(ms, qs_http_group_await_ms);
+	return TimestampTzPlusMilliseconds(oldest_queued(), ms);
 }
 
 /* A group should run now: full, or waited for long enough. */
@@ -95,10 +134,9 @@ qs_group_due(void)
 {
 	if (nqueued == 0)
 		return false;
-	if (nqueued >= qs_http_group_max_requests || qs_http_group_max_wait_ms <= 0)
+	if (nqueued >= qs_http_group_max_requests)
 		return true;
-	return GetCurrentTimestamp() >=
-		TimestampTzPlusMilliseconds(oldest_queued(), qs_http_group_max_wait_ms);
+	return GetCurrentTimestamp() >= due_at();
 }
 
 /* Milliseconds until the queued requests must run, -1 when none are. */
@@ -109,9 +147,7 @@ qs_group_timeout(void)
 		return -1;
 	if (qs_group_due())
 		return 0;
-	return Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-												  TimestampTzPlusMilliseconds(oldest_queued(),
-																			  qs_http_group_max_wait_ms)));
+	return Max(0, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), due_at()));
 }
 
 /* Not first in its group: wait for a lock at most QS_GROUP_LOCK_WAIT_MS. True if limited. */
@@ -400,6 +436,19 @@ answer_group(QsReq **members, int n, bool committed)
 		MemoryContextSwitchTo(oldcxt);
 	}
 	pgstat_report_activity(STATE_IDLE, NULL);
+	/* what this group answered, its next requests are awaited */
+	group_seq++;
+	nawaited = 0;
+	for (int i = 0; i < n; i++)
+	{
+		QsConn	   *c = members[i]->conn;
+
+		if (members[i]->deferred || c == NULL || c->phase == QS_PHASE_CLOSING ||
+			members[i]->close || c->awaited_in == group_seq)
+			continue;
+		c->awaited_in = group_seq;
+		nawaited++;
+	}
 	if (committed && ran > 0)
 	{
 		pg_atomic_fetch_add_u64(&qs_http_shared->group_commits, 1);

@@ -35,6 +35,7 @@ extern int	qs_http_pop_recheck_ms;
 extern int	qs_http_sample_interval_s;
 extern int	qs_http_group_max_requests;
 extern int	qs_http_group_max_wait_ms;
+extern int	qs_http_group_await_ms;
 
 #define QS_TENANCY_OFF		0
 #define QS_TENANCY_HEADER	1
@@ -157,6 +158,8 @@ typedef struct QsConn
 	TimestampTz deadline;		/* 0: none */
 	bool		over_limit;		/* accepted beyond max_connections: 503 */
 	bool		linger;			/* answered early: drain before closing */
+	uint64		awaited_in;		/* the group whose answer it got, while its next
+								 * request is awaited (group.c); 0: none */
 } QsConn;
 
 /* Where a long-poll pop waits (parked.c). */
@@ -307,6 +310,7 @@ extern const char *qs_http_error_words(int sqlerrcode);
 extern bool qs_group_wants(QsReq *req);
 extern void qs_group_add(QsReq *req);
 extern void qs_group_forget(QsReq *req);
+extern void qs_group_conn_gone(QsConn *c);
 extern bool qs_group_due(void);
 extern long qs_group_timeout(void);
 extern void qs_group_run(void);

@@ -24,6 +24,7 @@ int			qs_http_pop_recheck_ms = 1000;
 int			qs_http_sample_interval_s = 60;
 int			qs_http_group_max_requests = 64;
 int			qs_http_group_max_wait_ms = 0;
+int			qs_http_group_await_ms = 1;
 
 static const struct config_enum_entry tenancy_options[] = {
 	{"off", QS_TENANCY_OFF, false},
@@ -157,6 +158,14 @@ qs_http_guc_init(void)
 							NULL,
 							&qs_http_group_max_wait_ms,
 							0, 0, 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.group_commit_await",
+							gettext_noop("How long a group that is not full may wait for the connections the last group answered to send again; 0 does not wait for them."),
+							gettext_noop("A closed-loop client sends its next request as soon as it reads its answer: "
+										 "waiting for those keeps a worker's clients in one group, served by one flush."),
+							&qs_http_group_await_ms,
+							1, 0, 10000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 }

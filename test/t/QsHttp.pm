@@ -44,18 +44,19 @@ EOF
 	return $node;
 }
 
-# Until both workers accept connections (any answer will do).
+# Until every worker accepts connections (any answer will do).
 sub wait_http
 {
 	my ($node, $timeout) = @_;
 	my $deadline = time + ($timeout // $PostgreSQL::Test::Utils::timeout_default);
 	while (time < $deadline)
 	{
-		my $n = $node->safe_psql('postgres',
-			"SELECT count(*) FROM queen_streams.http_workers() WHERE listening")
+		my $all = $node->safe_psql('postgres',
+			"SELECT count(*) FILTER (WHERE listening) = current_setting('queen_streams.http_workers')::int
+			   FROM queen_streams.http_workers()")
 		  if !$node->{qs_no_sql};
 		my ($status) = http($node, 'GET', '/health');
-		return 1 if $status != 599 && (!defined $n || $n == 2);
+		return 1 if $status != 599 && (!defined $all || $all eq 't');
 		usleep(100_000);
 	}
 	die "HTTP listener did not come up";
