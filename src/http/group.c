@@ -443,8 +443,9 @@ answer_group(QsReq **members, int n, bool committed)
 	{
 		QsConn	   *c = members[i]->conn;
 
-		if (members[i]->deferred || c == NULL || c->phase == QS_PHASE_CLOSING ||
-			members[i]->close || c->awaited_in == group_seq)
+		/* (a parked pop's connection sends nothing until its answer comes) */
+		if (members[i]->deferred || members[i]->parked || c == NULL ||
+			c->phase == QS_PHASE_CLOSING || members[i]->close || c->awaited_in == group_seq)
 			continue;
 		c->awaited_in = group_seq;
 		nawaited++;
