@@ -157,7 +157,10 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 			req = request_new(mhd, url, method, version);
 			*con_cls = req;
 			if (req->conn)
+			{
 				qs_conn_phase(req->conn, QS_PHASE_BODY);
+				qs_group_unawait(req->conn);	/* it came back, whatever it asks */
+			}
 			MemoryContextSwitchTo(req->ctx);
 			initStringInfo(&req->body);
 			qs_http_route(req);
@@ -267,7 +270,7 @@ connection_cb(void *cls, struct MHD_Connection *mhd, void **socket_context,
 		/* answered before the body was read: drain it on a copy of the socket */
 		if (c->linger && c->fd >= 0)
 			qs_screen_linger_dup(c->fd);
-		qs_group_conn_gone(c);
+		qs_group_unawait(c);
 		qs_conn_closed(c);
 		free(c);
 		*socket_context = NULL;

@@ -76,11 +76,6 @@ qs_group_wants(QsReq *req)
 void
 qs_group_add(QsReq *req)
 {
-	if (req->conn && req->conn->awaited_in == group_seq && group_seq != 0)
-	{
-		req->conn->awaited_in = 0;
-		nawaited--;
-	}
 	req->grouped = true;
 	req->queued_at = GetCurrentTimestamp();
 	dlist_push_tail(&queue, &req->group_node);
@@ -98,9 +93,9 @@ qs_group_forget(QsReq *req)
 	req->grouped = false;
 }
 
-/* A connection is gone: its next request is not awaited any more. */
+/* A connection sent its next request (of any route), or closed: not awaited any more. */
 void
-qs_group_conn_gone(QsConn *c)
+qs_group_unawait(QsConn *c)
 {
 	if (c->awaited_in == group_seq && group_seq != 0)
 		nawaited--;

@@ -310,7 +310,7 @@ extern const char *qs_http_error_words(int sqlerrcode);
 extern bool qs_group_wants(QsReq *req);
 extern void qs_group_add(QsReq *req);
 extern void qs_group_forget(QsReq *req);
-extern void qs_group_conn_gone(QsConn *c);
+extern void qs_group_unawait(QsConn *c);
 extern bool qs_group_due(void);
 extern long qs_group_timeout(void);
 extern void qs_group_run(void);
