@@ -182,6 +182,7 @@ typedef struct QsPlan
 } QsPlan;
 
 extern int	qs_exec(QsPlan *p, Datum *values, const char *nulls, long tcount);
+extern Portal qs_cursor(QsPlan *p, Datum *values, const char *nulls);
 extern Datum qs_col(int row, int col, bool *isnull);
 extern int64 qs_col_int64(int row, int col, int64 ifnull);
 extern bool qs_col_bool(int row, int col, bool ifnull);

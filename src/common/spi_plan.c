@@ -38,6 +38,22 @@ qs_exec(QsPlan *p, Datum *values, const char *nulls, long tcount)
 	return rc;
 }
 
+/*
+ * The statement as a cursor, for results read in chunks (SPI_cursor_fetch,
+ * then SPI_freetuptable): memory bounded by a chunk, not by the result.
+ * It sees what qs_exec would (a new snapshot after this command's writes).
+ */
+Portal
+qs_cursor(QsPlan *p, Datum *values, const char *nulls)
+{
+	Portal		portal = SPI_cursor_open(NULL, qs_plan(p), values, nulls, false);
+
+	if (portal == NULL)
+		elog(ERROR, "SPI_cursor_open failed (%s) for: %s",
+			 SPI_result_code_string(SPI_result), p->sql);
+	return portal;
+}
+
 Datum
 qs_col(int row, int col, bool *isnull)
 {

@@ -226,6 +226,31 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 		   "Wildcard pops that skipped a partition whose next segment does not decode.");
 	appendStringInfo(out, "queen_streams_corrupt_segment_skips_total " UINT64_FORMAT "\n",
 					 qs_corrupt_skips());
+	/* the push dedup cache, server-wide (src/storage/dedup.c) */
+	{
+		QsDedupStats d;
+
+		if (qs_dedup_stats(&d))
+		{
+			header(out, "queen_streams_dedup_cache_capacity", "gauge",
+				   "Transaction-id hashes the dedup cache can hold (queen_streams.dedup_cache_entries).");
+			appendStringInfo(out, "queen_streams_dedup_cache_capacity " INT64_FORMAT "\n", d.capacity);
+			header(out, "queen_streams_dedup_cache_hashes", "gauge", "Transaction-id hashes the dedup cache holds.");
+			appendStringInfo(out, "queen_streams_dedup_cache_hashes " INT64_FORMAT "\n", d.entries);
+			header(out, "queen_streams_dedup_cache_partitions", "gauge",
+				   "Partitions the dedup cache answers for, by state (uncached: its window outgrew the cache and is read).");
+			appendStringInfo(out, "queen_streams_dedup_cache_partitions{state=\"cached\"} " INT64_FORMAT "\n",
+							 d.partitions);
+			appendStringInfo(out, "queen_streams_dedup_cache_partitions{state=\"uncached\"} " INT64_FORMAT "\n",
+							 d.uncached);
+			header(out, "queen_streams_dedup_window_reads_total", "counter",
+				   "Dedup probes answered by reading the partition's window instead of the cache.");
+			appendStringInfo(out, "queen_streams_dedup_window_reads_total " UINT64_FORMAT "\n", d.window_reads);
+			header(out, "queen_streams_dedup_cache_evictions_total", "counter",
+				   "Times a partition stopped being cached because the cache was full.");
+			appendStringInfo(out, "queen_streams_dedup_cache_evictions_total " UINT64_FORMAT "\n", d.evictions);
+		}
+	}
 	/* declared streams, server-wide (the stream workers count them: src/streams/pool.c) */
 	for (int k = 0; k < QS_SC_COUNT; k++)
 	{

@@ -23,9 +23,13 @@
  *   while the partition was not being recorded: dedup off, a restart, an
  *   eviction). A window raised past `covered_since` rebuilds the partition.
  * - When the cache is full, expired and aborted entries are pruned; if that
- *   is not enough, the partition holding the most stops being cached and is
- *   probed by reading its window (the uncached probe, always correct), as
- *   is any partition when the library was not preloaded.
+ *   is not enough, the partitions holding the most stop being cached until
+ *   it is three-quarters full, and are probed by reading their window (the
+ *   uncached probe, always correct), as is any partition when the library
+ *   was not preloaded. An uncached partition remembers how many hashes its
+ *   window held when last read, and is cached again once they fit in half
+ *   the cache: a full cache costs one scan per quarter of it refilled,
+ *   never one per push, and no partition stays uncached for good.
  * - A push probes and records about a hundred hashes in a table far
  *   larger than any cache, and every page of it a backend touches first
  *   costs a fault. So the lookups go through a compact index, 8 bytes a
@@ -94,6 +98,7 @@ typedef struct PartEntry
 	int64		entries;		/* hashes cached for it */
 	uint32		gen;			/* new whenever it is added or its entries are dropped */
 	bool		uncached;		/* its window outgrew the cache: read it each time */
+	int64		held;			/* uncached: hashes its window held when last read */
 	int			npending;
 	TransactionId pending[QS_DEDUP_PENDING];	/* recorded, not yet settled */
 	int			naborted;
@@ -110,6 +115,8 @@ typedef struct DedupShared
 	uint64		seed;			/* of key_tag: ids cannot be chosen to crowd one run */
 	uint32		gen;			/* the last PartEntry.gen given */
 	TimeLineID	tli;			/* the timeline the entries were cached on */
+	pg_atomic_uint64 window_reads;	/* probes answered by reading the window */
+	pg_atomic_uint64 evictions; /* partitions that stopped being cached */
 } DedupShared;
 
 static DedupShared *shared = NULL;
@@ -168,6 +175,8 @@ dedup_shmem_startup(void)
 		shared->free = -1;
 		shared->tli = 0;
 		shared->gen = 0;
+		pg_atomic_init_u64(&shared->window_reads, 0);
+		pg_atomic_init_u64(&shared->evictions, 0);
 		if (!pg_strong_random(&shared->seed, sizeof(shared->seed)))
 			ereport(FATAL,
 					(errcode(ERRCODE_INTERNAL_ERROR),
@@ -179,9 +188,14 @@ dedup_shmem_startup(void)
 	if (!found)
 		memset(index_slots, 0, mul_size(nslots, sizeof(IndexSlot)) + PG_CACHE_LINE_SIZE);
 	index_slots = (IndexSlot *) CACHELINEALIGN(index_slots);
-	/* entries are written before they are read: no need to touch them now */
+	/*
+	 * Entries are written before they are read, but touched now: the first
+	 * fill would otherwise pay for every page it allocates, under the lock.
+	 */
 	entries = ShmemInitStruct("queen_streams dedup hashes",
 							  mul_size(max_entries, sizeof(HashEntry)) + PG_CACHE_LINE_SIZE, &found);
+	if (!found)
+		memset(entries, 0, mul_size(max_entries, sizeof(HashEntry)) + PG_CACHE_LINE_SIZE);
 	entries = (HashEntry *) CACHELINEALIGN(entries);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(pg_uuid_t);
@@ -377,18 +391,34 @@ of_partition(HashEntry *e, void *arg)
 	return memcmp(&e->key.pid, &p->pid, sizeof(pg_uuid_t)) == 0;
 }
 
-/* Forget every cached hash of one partition (a scan of the whole cache). */
+/* A partition's state once none of its hashes is cached. */
 static void
-drop_partition(PartEntry *p)
+forget_partition(PartEntry *p)
 {
-	if (p->entries > 0 || p->naborted > 0 || p->npending > 0)
-		remove_where(of_partition, p);
 	p->entries = 0;
 	p->verified = -1;
 	p->covered_since = DT_NOEND;
 	p->npending = 0;
 	p->naborted = 0;
 	p->gen = ++shared->gen;
+}
+
+/* Forget every cached hash of one partition (a scan of the whole cache). */
+static void
+drop_partition(PartEntry *p)
+{
+	if (p->entries > 0 || p->naborted > 0 || p->npending > 0)
+		remove_where(of_partition, p);
+	forget_partition(p);
+}
+
+/* Stop caching a partition whose window holds `held` hashes or more (its entries are gone). */
+static void
+uncache(PartEntry *p, int64 held)
+{
+	p->uncached = true;
+	p->held = held;
+	pg_atomic_fetch_add_u64(&shared->evictions, 1);
 }
 
 static bool
@@ -455,19 +485,45 @@ add_pending(PartEntry *p, TransactionId x)
 	return true;
 }
 
-/* An entry outside its partition's window, of an aborted push, or of no partition. */
-static bool
-expired_or_aborted(HashEntry *e, void *arg)
+/*
+ * One pass of pruning over the cache. Entries come in index order, not by
+ * partition, so their partitions are looked up through a small memo (by
+ * the last byte of the id, which is random) rather than once per entry.
+ */
+typedef struct PruneScan
 {
-	TimestampTz now = *(TimestampTz *) arg;
-	PartEntry  *p = hash_search(parts, &e->key.pid, HASH_FIND, NULL);
+	TimestampTz now;
+	PartEntry  *memo[256];
+} PruneScan;
 
-	if (p != NULL && e->created_at >= now - (TimestampTz) p->window * USECS_PER_SEC &&
-		entry_valid(p, e))
+/*
+ * An entry outside its partition's window, of an aborted push, of a
+ * partition no longer cached (already uncounted) or of none.
+ */
+static bool
+prunable(HashEntry *e, void *arg)
+{
+	PruneScan  *s = arg;
+	PartEntry **m = &s->memo[e->key.pid.data[UUID_LEN - 1]];
+	PartEntry  *p = *m;
+
+	if (p == NULL || memcmp(&p->pid, &e->key.pid, sizeof(pg_uuid_t)) != 0)
+		p = *m = hash_search(parts, &e->key.pid, HASH_FIND, NULL);
+	if (p == NULL || p->uncached)
+		return true;
+	if (e->created_at >= s->now - (TimestampTz) p->window * USECS_PER_SEC && entry_valid(p, e))
 		return false;
-	if (p)
-		p->entries--;
+	p->entries--;
 	return true;
+}
+
+static int
+by_entries_desc(const void *a, const void *b)
+{
+	int64		x = (*(PartEntry *const *) a)->entries;
+	int64		y = (*(PartEntry *const *) b)->entries;
+
+	return x > y ? -1 : x < y ? 1 : 0;
 }
 
 /*
@@ -481,8 +537,15 @@ make_room(TimestampTz now, PartEntry *keep)
 {
 	HASH_SEQ_STATUS seq;
 	PartEntry  *p;
+	PruneScan	scan;
+	PartEntry **cached;
+	int			ncached = 0;
+	int64		left;
 
-	remove_where(expired_or_aborted, &now);
+	scan.now = now;
+	memset(scan.memo, 0, sizeof(scan.memo));
+	remove_where(prunable, &scan);
+	cached = palloc(sizeof(PartEntry *) * hash_get_num_entries(parts));
 	hash_seq_init(&seq, parts);
 	while ((p = hash_seq_search(&seq)) != NULL)
 	{
@@ -496,20 +559,25 @@ make_room(TimestampTz now, PartEntry *keep)
 		}
 		if (p->covered_since < since)
 			p->covered_since = since;
+		if (!p->uncached && p->entries > 0)
+			cached[ncached++] = p;
 	}
-	while (shared->nentries >= max_entries * 3 / 4)
-	{
-		PartEntry  *victim = NULL;
 
-		hash_seq_init(&seq, parts);
-		while ((p = hash_seq_search(&seq)) != NULL)
-			if (!p->uncached && (victim == NULL || p->entries > victim->entries))
-				victim = p;
-		if (victim == NULL || victim->entries == 0)
-			break;
-		drop_partition(victim);
-		victim->uncached = true;
+	/* still three-quarters full: the largest stop being cached, in one more pass */
+	left = shared->nentries;
+	if (left >= max_entries * 3 / 4)
+	{
+		qsort(cached, ncached, sizeof(PartEntry *), by_entries_desc);
+		for (int i = 0; i < ncached && left >= max_entries * 3 / 4; i++)
+		{
+			left -= cached[i]->entries;
+			uncache(cached[i], cached[i]->entries);
+			forget_partition(cached[i]);
+		}
+		memset(scan.memo, 0, sizeof(scan.memo));
+		remove_where(prunable, &scan);
 	}
+	pfree(cached);
 }
 
 /*
@@ -579,70 +647,143 @@ add_dup(QsAppendResult *res, int count, int i, int64 offset)
 	res->ndups++;
 }
 
+/* Rows of the window read at a time: memory bounded by a chunk, not the window. */
+#define QS_DEDUP_CHUNK 1024
+
 /*
- * The uncached probe: read the window's hash rows and look each stored hash
- * up among the incoming ones (an open-addressing set of frame indexes).
+ * Read a partition's hash rows past `floor` created since `since`, a chunk
+ * at a time: each row's base offset, creation time, hashes and xmin go to
+ * `row`, in a context reset after every chunk. False from `row` stops.
  */
-static void
-probe_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
-			 const uint8 *in, const bool *probe, QsAppendResult *res)
+typedef bool (*WindowRow) (int64 base, TimestampTz created, const uint8 *hashes, int n,
+						   TransactionId xmin, void *arg);
+
+static bool
+each_window_row(const pg_uuid_t *pid, int64 floor, TimestampTz since, WindowRow row, void *arg)
 {
-	int			size = 16;
-	int		   *slot;
-	int64	   *first = palloc(sizeof(int64) * count);
 	Datum		args[3];
-
-	res->ndups = 0;
-	while (size < count * 2)
-		size <<= 1;
-	slot = palloc0(sizeof(int) * size);
-	for (int i = 0; i < count; i++)
-	{
-		uint32		h;
-
-		first[i] = -1;
-		if (probe && !probe[i])
-			continue;
-		memcpy(&h, in + i * QS_HASH_LEN + 8, sizeof(h));	/* xxh3 bits are uniform */
-		for (h &= size - 1; slot[h] != 0; h = (h + 1) & (size - 1))
-			;
-		slot[h] = i + 1;
-	}
+	Portal		portal;
+	MemoryContext chunk = AllocSetContextCreate(CurrentMemoryContext, "queen_streams dedup window",
+												ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old;
+	bool		ok = true;
 
 	args[0] = qs_uuid_datum(pid);
 	args[1] = Int64GetDatum(floor);
 	args[2] = TimestampTzGetDatum(since);
-	qs_exec(&newer_plan, args, NULL, 0);
-	for (uint64 r = 0; r < SPI_processed; r++)
+	portal = qs_cursor(&newer_plan, args, NULL);
+	while (ok)
 	{
-		int64		base = qs_col_int64(r, 1, 0);
-		bool		isnull;
-		bytea	   *stored = DatumGetByteaPP(qs_col(r, 3, &isnull));
-		const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
-		int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
-
-		CHECK_FOR_INTERRUPTS();
-		for (int k = 0; k < n; k++)
+		SPI_cursor_fetch(portal, true, QS_DEDUP_CHUNK);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(chunk);
+		for (uint64 r = 0; ok && r < SPI_processed; r++)
 		{
-			uint32		h;
+			bool		isnull;
+			bytea	   *stored = DatumGetByteaPP(qs_col(r, 3, &isnull));
 
-			if (base + k <= floor)
-				continue;
-			memcpy(&h, sh + k * QS_HASH_LEN + 8, sizeof(h));
-			for (h &= size - 1; slot[h] != 0; h = (h + 1) & (size - 1))
-			{
-				int			i = slot[h] - 1;
+			CHECK_FOR_INTERRUPTS();
+			ok = row(qs_col_int64(r, 1, 0), DatumGetTimestampTz(qs_col(r, 2, &isnull)),
+					 (const uint8 *) VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN,
+					 DatumGetTransactionId(qs_col(r, 4, &isnull)), arg);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(chunk);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	MemoryContextDelete(chunk);
+	return ok;
+}
 
-				if (memcmp(in + i * QS_HASH_LEN, sh + k * QS_HASH_LEN, QS_HASH_LEN) == 0 &&
-					(first[i] < 0 || base + k < first[i]))
-					first[i] = base + k;
-			}
+/* The uncached probe's incoming hashes: an open-addressing set of frame indexes. */
+typedef struct WindowProbe
+{
+	const uint8 *in;
+	int64		floor;
+	int			size;
+	int		   *slot;
+	int64	   *first;			/* per incoming hash: the lowest offset holding it, or -1 */
+	int64		held;			/* hashes read */
+} WindowProbe;
+
+static bool
+probe_row(int64 base, TimestampTz created, const uint8 *sh, int n, TransactionId xmin, void *arg)
+{
+	WindowProbe *w = arg;
+
+	for (int k = 0; k < n; k++)
+	{
+		uint32		h;
+
+		if (base + k <= w->floor)
+			continue;
+		w->held++;
+		memcpy(&h, sh + k * QS_HASH_LEN + 8, sizeof(h));
+		for (h &= w->size - 1; w->slot[h] != 0; h = (h + 1) & (w->size - 1))
+		{
+			int			i = w->slot[h] - 1;
+
+			if (memcmp(w->in + i * QS_HASH_LEN, sh + k * QS_HASH_LEN, QS_HASH_LEN) == 0 &&
+				(w->first[i] < 0 || base + k < w->first[i]))
+				w->first[i] = base + k;
 		}
 	}
+	return true;
+}
+
+/*
+ * The uncached probe: read the window's hash rows and look each stored hash
+ * up among the incoming ones. An uncached partition learns how many hashes
+ * its window holds, to be cached again once they fit.
+ */
+static void
+read_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
+			const uint8 *in, const bool *probe, QsAppendResult *res)
+{
+	WindowProbe w;
+
+	res->ndups = 0;
+	w.in = in;
+	w.floor = floor;
+	w.size = 16;
+	while (w.size < count * 2)
+		w.size <<= 1;
+	w.slot = palloc0(sizeof(int) * w.size);
+	w.first = palloc(sizeof(int64) * Max(count, 1));
+	w.held = 0;
 	for (int i = 0; i < count; i++)
-		if (first[i] >= 0)
-			add_dup(res, count, i, first[i]);
+	{
+		uint32		h;
+
+		w.first[i] = -1;
+		if (probe && !probe[i])
+			continue;
+		memcpy(&h, in + i * QS_HASH_LEN + 8, sizeof(h));	/* xxh3 bits are uniform */
+		for (h &= w.size - 1; w.slot[h] != 0; h = (h + 1) & (w.size - 1))
+			;
+		w.slot[h] = i + 1;
+	}
+	each_window_row(pid, floor, since, probe_row, &w);
+	for (int i = 0; i < count; i++)
+		if (w.first[i] >= 0)
+			add_dup(res, count, i, w.first[i]);
 	res->duplicate = res->ndups > 0;
+	pfree(w.slot);
+	pfree(w.first);
+
+	if (shared != NULL && !RecoveryInProgress())
+	{
+		PartEntry  *p;
+
+		pg_atomic_fetch_add_u64(&shared->window_reads, 1);
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		p = hash_search(parts, pid, HASH_FIND, NULL);
+		if (p != NULL && p->uncached)
+			p->held = w.held;
+		LWLockRelease(shared->lock);
+	}
 }
 
 /*
@@ -693,6 +834,7 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 		p->entries = 0;
 		p->gen = ++shared->gen;
 		p->uncached = false;
+		p->held = 0;
 		p->npending = 0;
 		p->naborted = 0;
 		p->verified = -1;
@@ -700,7 +842,13 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 	}
 	p->window = window;
 	if (p->uncached)
-		return NULL;
+	{
+		/* its window fits in half the cache again: cache it (the catch-up reads it) */
+		if (p->held >= max_entries / 2 - shared->nentries)
+			return NULL;
+		p->uncached = false;
+		forget_partition(p);
+	}
 	settle(p);
 	/* a recorder rolled back: its offsets were never stored */
 	if (p->verified > last_offset)
@@ -712,6 +860,52 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 		p->covered_since = since;
 	}
 	return p;
+}
+
+/* A partition catching up with its hash rows (its generation when it began). */
+typedef struct CatchUp
+{
+	const pg_uuid_t *pid;
+	uint32		gen;
+	TimestampTz since;
+	TimestampTz now;
+} CatchUp;
+
+/*
+ * Cache one hash row, the lock taken for the row only; false once the
+ * partition was dropped meanwhile or cannot be cached (then it is not).
+ */
+static bool
+catch_up_row(int64 base, TimestampTz created, const uint8 *sh, int n, TransactionId xmin, void *arg)
+{
+	CatchUp    *c = arg;
+	uint32	   *tags = palloc(sizeof(uint32) * Max(n, 1));
+	TransactionId tag = InvalidTransactionId;
+	PartEntry  *p;
+	bool		ok;
+
+	prefetch_tags(c->pid, sh, n, tags);
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	p = hash_search(parts, c->pid, HASH_FIND, NULL);
+	ok = p != NULL && p->gen == c->gen && !p->uncached;
+	/* a row visible here is committed, or this transaction's own */
+	if (ok && TransactionIdIsCurrentTransactionId(xmin))
+	{
+		tag = xmin;
+		ok = add_pending(p, xmin);
+	}
+	for (int k = 0; ok && k < n; k++)
+		ok = remember(p, sh + k * QS_HASH_LEN, tags[k], base + k, created, c->since, tag, c->now);
+	if (!ok && p != NULL && p->gen == c->gen && !p->uncached)
+	{
+		int64		held = p->entries;
+
+		drop_partition(p);
+		uncache(p, held);
+	}
+	LWLockRelease(shared->lock);
+	pfree(tags);
+	return ok;
 }
 
 /*
@@ -738,7 +932,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	if (shared == NULL || RecoveryInProgress())
 	{
 		if (any)
-			probe_window(pid, floor, since, count, in, probe, res);
+			read_window(pid, floor, since, count, in, probe, res);
 		return;
 	}
 
@@ -749,59 +943,27 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	{
 		LWLockRelease(shared->lock);
 		if (p == NULL && any)
-			probe_window(pid, floor, since, count, in, probe, res);
+			read_window(pid, floor, since, count, in, probe, res);
 		return;
 	}
 
 	/* catch up with what was stored while this partition was not recorded */
 	if (p->verified < last_offset)
 	{
-		Datum		args[3];
-		uint32		gen = p->gen;
-		int64		from = Max(p->verified, txns_start - 1);
-		bool		ok = true;
+		CatchUp		c;
 
+		c.pid = pid;
+		c.gen = p->gen;
+		c.since = since;
+		c.now = now;
 		LWLockRelease(shared->lock);
-		args[0] = qs_uuid_datum(pid);
-		args[1] = Int64GetDatum(from);
-		args[2] = TimestampTzGetDatum(since);
-		qs_exec(&newer_plan, args, NULL, 0);
+		each_window_row(pid, Max(p->verified, txns_start - 1), since, catch_up_row, &c);
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		p = hash_search(parts, pid, HASH_FIND, NULL);
-		if (p == NULL || p->gen != gen || p->uncached)
-			ok = false;
-		for (uint64 r = 0; ok && r < SPI_processed; r++)
+		if (p == NULL || p->gen != c.gen || p->uncached)
 		{
-			int64		base = qs_col_int64(r, 1, 0);
-			bool		isnull;
-			TimestampTz created = DatumGetTimestampTz(qs_col(r, 2, &isnull));
-			bytea	   *stored = DatumGetByteaPP(qs_col(r, 3, &isnull));
-			TransactionId xmin = DatumGetTransactionId(qs_col(r, 4, &isnull));
-			const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
-			int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
-			TransactionId tag = InvalidTransactionId;
-
-			/* a row visible here is committed, or this transaction's own */
-			if (TransactionIdIsCurrentTransactionId(xmin))
-			{
-				tag = xmin;
-				ok = add_pending(p, xmin);
-			}
-			tags = palloc(sizeof(uint32) * Max(n, 1));
-			prefetch_tags(pid, sh, n, tags);
-			for (int k = 0; ok && k < n; k++)
-				ok = remember(p, sh + k * QS_HASH_LEN, tags[k], base + k, created, since, tag, now);
-			pfree(tags);
-		}
-		if (!ok)
-		{
-			if (p && p->gen == gen && !p->uncached)
-			{
-				drop_partition(p);
-				p->uncached = true;
-			}
 			LWLockRelease(shared->lock);
-			probe_window(pid, floor, since, count, in, probe, res);
+			read_window(pid, floor, since, count, in, probe, res);
 			return;
 		}
 		p->verified = last_offset;
@@ -844,7 +1006,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	pfree(tags);
 	if (recheck)
 	{
-		probe_window(pid, floor, since, count, in, probe, res);
+		read_window(pid, floor, since, count, in, probe, res);
 		return;
 	}
 	res->duplicate = res->ndups > 0;
@@ -890,11 +1052,43 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 			p->verified = base + count - 1;
 		else if (!p->uncached)
 		{
+			int64		held = p->entries;
+
 			drop_partition(p);
-			p->uncached = true;
+			uncache(p, held);
 		}
 	}
 	LWLockRelease(shared->lock);
 	if (tags)
 		pfree(tags);
+}
+
+/*
+ * The cache's occupancy and counters, for /metrics; false when there is
+ * no cache (the library was not preloaded).
+ */
+bool
+qs_dedup_stats(QsDedupStats *st)
+{
+	HASH_SEQ_STATUS seq;
+	PartEntry  *p;
+
+	memset(st, 0, sizeof(*st));
+	if (shared == NULL)
+		return false;
+	LWLockAcquire(shared->lock, LW_SHARED);
+	st->capacity = max_entries;
+	st->entries = shared->nentries;
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
+	{
+		if (p->uncached)
+			st->uncached++;
+		else
+			st->partitions++;
+	}
+	LWLockRelease(shared->lock);
+	st->window_reads = pg_atomic_read_u64(&shared->window_reads);
+	st->evictions = pg_atomic_read_u64(&shared->evictions);
+	return true;
 }

@@ -119,7 +119,7 @@ extern void qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
 extern bool qs_segment_at(Datum pid, int64 offset, int64 *base, int64 *end, TimestampTz *created);
 extern bool qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end);
 
-/* dedup.c: the dedup probe over a per-backend cache of stored hashes */
+/* dedup.c: the dedup probe over a shared cache of stored hashes */
 extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,
 						   int64 txns_start, int64 verified, int count,
 						   const uint8 *hashes, const bool *probe, TimestampTz now,
@@ -127,6 +127,17 @@ extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,
 extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
 							const uint8 *hashes, TimestampTz created_at, bool dedup_on);
 extern void qs_dedup_shmem_init(void);
+
+typedef struct QsDedupStats
+{
+	int64		capacity;		/* hashes it can hold */
+	int64		entries;		/* hashes held */
+	int64		partitions;		/* partitions cached */
+	int64		uncached;		/* partitions whose window outgrew it, read instead */
+	uint64		window_reads;	/* probes answered by reading the window */
+	uint64		evictions;		/* times a partition stopped being cached */
+} QsDedupStats;
+extern bool qs_dedup_stats(QsDedupStats *st);
 
 /*
  * ack.c: the one parser of an ack status, used by queen.ack, the cycle's

@@ -1,0 +1,79 @@
+# A partition whose window outgrows the shared dedup cache is probed by
+# reading its window, and is cached again once its window fits: the cache
+# does not give up on it for good. /metrics shows the cache's occupancy,
+# its evictions and the probes that read the window. Every verdict is
+# checked on the way.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::Bin;
+use JSON::PP;
+use QsHttp;
+use Test::More;
+
+my $node = qs_node('dedup_overflow', "queen_streams.dedup_cache_entries = 1024\n");
+my $json = JSON::PP->new;
+
+# Push ids to one partition in one request: the statuses, in order.
+sub push_ids
+{
+	my ($part, @ids) = @_;
+	my $body = $json->encode({ items => [ map {
+		{ queue => 'over', partition => $part, transactionId => $_, payload => { id => $_ } } } @ids ] });
+	my $out = $node->safe_psql('postgres', "SELECT queen.push_text(\$b\$$body\$b\$)");
+	return map { $_->{status} } @{ $json->decode($out) };
+}
+
+sub count_of { my ($want, @st) = @_; return scalar grep { $_ eq $want } @st; }
+
+# The dedup series of GET /metrics, by name (and state label).
+sub dedup_metrics
+{
+	my ($status, $body) = http($node, 'GET', '/metrics');
+	die "GET /metrics: $status" unless $status == 200;
+	my %m;
+	$m{ $1 . ($2 // '') } = $3
+	  while $body =~ /^queen_streams_dedup_(\w+?)(?:\{state="(\w+)"\})? (\d+)$/mg;
+	return \%m;
+}
+
+$node->safe_psql('postgres',
+	q{SELECT queen.configure('{"queue":"over","options":{"dedupWindowSeconds":5}}')});
+
+my $m = dedup_metrics();
+is($m->{cache_capacity}, 1024, 'the capacity is the setting');
+is($m->{cache_hashes}, 0, 'nothing cached yet');
+
+# 800 hashes fit; 400 more into the same partition do not: it stops being cached.
+is(count_of('queued', push_ids('a', map { "a-$_" } 1 .. 800)), 800, '800 ids queued');
+is(count_of('queued', push_ids('a', map { "a-$_" } 801 .. 1200)), 400, '400 more queued past the full cache');
+$m = dedup_metrics();
+is($m->{cache_partitionsuncached}, 1, 'the partition is no longer cached');
+cmp_ok($m->{cache_evictions_total}, '>=', 1, 'an eviction is counted');
+cmp_ok($m->{cache_hashes}, '<', 768, 'the cache made room below three quarters');
+
+# Uncached, its duplicates are still found, by reading the window.
+my $reads = $m->{window_reads_total};
+my @st = push_ids('a', map { "a-$_" } 1 .. 5, 1196 .. 1200);
+is(count_of('duplicate', @st), 10, 'read from the window, old ids are duplicates');
+cmp_ok(dedup_metrics()->{window_reads_total}, '>', $reads, 'the probe read the window');
+is(dedup_metrics()->{cache_partitionsuncached}, 1, 'a window of 1,200 hashes stays uncached');
+
+# Once the window has emptied, a read finds it small: the next push caches it again.
+sleep 6;
+is(count_of('queued', push_ids('a', map { "b-$_" } 1 .. 10)), 10, 'past the window, fresh ids queued');
+is(count_of('queued', push_ids('a', map { "a-$_" } 1 .. 10)), 10, 'ids past their window are queued again');
+$m = dedup_metrics();
+is($m->{cache_partitionsuncached}, 0, 'the partition is cached again');
+is($m->{cache_partitionscached}, 1, 'and answered from the cache');
+$reads = $m->{window_reads_total};
+@st = push_ids('a', map { "b-$_" } 1 .. 10);
+is(count_of('duplicate', @st), 10, 'cached again, the ids it caught up on are duplicates');
+@st = push_ids('a', map { "a-$_" } 1 .. 10, map { "c-$_" } 1 .. 10);
+is(count_of('duplicate', @st), 10, 'so are the ids recorded since');
+is(count_of('queued', @st), 10, 'fresh ids are queued');
+is(dedup_metrics()->{window_reads_total}, $reads, 'without reading the window');
+
+$node->stop;
+done_testing();
