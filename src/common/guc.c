@@ -71,7 +71,7 @@ qs_guc_init(void)
 
 	DefineCustomIntVariable("queen_streams.dedup_cache_entries",
 							gettext_noop("Transaction-id hashes the server keeps in shared memory to answer push dedup probes."),
-							gettext_noop("About 76 bytes of shared memory each, reserved and touched at start when the library is "
+							gettext_noop("About 92 bytes of shared memory each, reserved and touched at start when the library is "
 										 "preloaded. A partition whose dedup window holds more than fits is probed "
 										 "by reading its window."),
 							&qs_dedup_cache_entries,

@@ -247,7 +247,7 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 				   "Dedup probes answered by reading the partition's window instead of the cache.");
 			appendStringInfo(out, "queen_streams_dedup_window_reads_total " UINT64_FORMAT "\n", d.window_reads);
 			header(out, "queen_streams_dedup_cache_evictions_total", "counter",
-				   "Times a partition stopped being cached because the cache was full.");
+				   "Times a partition stopped being cached (the cache full, or the partition past dedup_partition_entries).");
 			appendStringInfo(out, "queen_streams_dedup_cache_evictions_total " UINT64_FORMAT "\n", d.evictions);
 		}
 	}

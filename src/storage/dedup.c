@@ -27,9 +27,13 @@
  *   it is three-quarters full, and are probed by reading their window (the
  *   uncached probe, always correct), as is any partition when the library
  *   was not preloaded. An uncached partition remembers how many hashes its
- *   window held when last read, and is cached again once they fit in half
- *   the cache: a full cache costs one scan per quarter of it refilled,
- *   never one per push, and no partition stays uncached for good.
+ *   window held when last read whole, and is cached again once they and the
+ *   cache's other hashes fit in half of it (never within the transaction
+ *   that made it uncached, nor past dedup_partition_entries): a full cache
+ *   costs one scan per quarter of it refilled, not one per push. An
+ *   uncached partition not probed for a window's length gives up its place
+ *   when room is made; when the places are all taken, a new partition is
+ *   read uncached, and room is sought at most once a second.
  * - A push probes and records about a hundred hashes in a table far
  *   larger than any cache, and every page of it a backend touches first
  *   costs a fault. So the lookups go through a compact index, 8 bytes a
@@ -99,6 +103,8 @@ typedef struct PartEntry
 	uint32		gen;			/* new whenever it is added or its entries are dropped */
 	bool		uncached;		/* its window outgrew the cache: read it each time */
 	int64		held;			/* uncached: hashes its window held when last read */
+	TransactionId uncached_in;	/* uncached: the top transaction that made it so */
+	TimestampTz probed_at;		/* last probed */
 	int			npending;
 	TransactionId pending[QS_DEDUP_PENDING];	/* recorded, not yet settled */
 	int			naborted;
@@ -115,6 +121,7 @@ typedef struct DedupShared
 	uint64		seed;			/* of key_tag: ids cannot be chosen to crowd one run */
 	uint32		gen;			/* the last PartEntry.gen given */
 	TimeLineID	tli;			/* the timeline the entries were cached on */
+	TimestampTz no_place_at;	/* when room for a partition was last sought in vain */
 	pg_atomic_uint64 window_reads;	/* probes answered by reading the window */
 	pg_atomic_uint64 evictions; /* partitions that stopped being cached */
 } DedupShared;
@@ -127,6 +134,7 @@ static uint64 tag_seed = 0;		/* shared->seed */
 static HTAB *parts = NULL;
 static int64 max_entries = 0;
 static int64 max_parts = 0;
+static PartEntry **victims = NULL;	/* make_room's, max_parts of them, allocated once */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -175,6 +183,7 @@ dedup_shmem_startup(void)
 		shared->free = -1;
 		shared->tli = 0;
 		shared->gen = 0;
+		shared->no_place_at = DT_NOBEGIN;
 		pg_atomic_init_u64(&shared->window_reads, 0);
 		pg_atomic_init_u64(&shared->evictions, 0);
 		if (!pg_strong_random(&shared->seed, sizeof(shared->seed)))
@@ -216,12 +225,20 @@ qs_dedup_shmem_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	max_entries = Max(qs_dedup_cache_entries, 1024);
-	max_parts = Max(256, max_entries / 64);
+	max_parts = Max(256, max_entries / 16);
 	nslots = max_entries + max_entries / 2;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = dedup_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = dedup_shmem_startup;
+}
+
+/* make_room's list of victims, allocated before any lock is taken. */
+static void
+reserve_victims(void)
+{
+	if (victims == NULL)
+		victims = MemoryContextAlloc(TopMemoryContext, sizeof(PartEntry *) * max_parts);
 }
 
 static bool
@@ -412,12 +429,16 @@ drop_partition(PartEntry *p)
 	forget_partition(p);
 }
 
-/* Stop caching a partition whose window holds `held` hashes or more (its entries are gone). */
+/*
+ * Stop caching a partition whose window holds `held` hashes or more (its
+ * entries are dropped with it, or by the caller's next pass).
+ */
 static void
 uncache(PartEntry *p, int64 held)
 {
 	p->uncached = true;
 	p->held = held;
+	p->uncached_in = GetTopTransactionIdIfAny();
 	pg_atomic_fetch_add_u64(&shared->evictions, 1);
 }
 
@@ -527,10 +548,12 @@ by_entries_desc(const void *a, const void *b)
 }
 
 /*
- * Make room: drop expired and aborted entries, and the partitions left
- * with none and nothing to settle (but `keep`, which the caller holds; a
- * dropped one is read from the table when next probed); if the cache is
- * still three-quarters full, stop caching the partition that holds the most.
+ * Make room: drop expired and aborted entries, the partitions left with
+ * none and nothing to settle, and the uncached ones not probed for a
+ * window's length (but `keep`, which the caller holds; a dropped one is
+ * read from the table when next probed); if the cache is still
+ * three-quarters full, stop caching the partitions that hold the most
+ * until it is not.
  */
 static void
 make_room(TimestampTz now, PartEntry *keep)
@@ -545,14 +568,15 @@ make_room(TimestampTz now, PartEntry *keep)
 	scan.now = now;
 	memset(scan.memo, 0, sizeof(scan.memo));
 	remove_where(prunable, &scan);
-	cached = palloc(sizeof(PartEntry *) * hash_get_num_entries(parts));
+	cached = victims;
 	hash_seq_init(&seq, parts);
 	while ((p = hash_seq_search(&seq)) != NULL)
 	{
 		TimestampTz since = now - (TimestampTz) p->window * USECS_PER_SEC;
 
 		p->naborted = 0;
-		if (p != keep && p->entries == 0 && p->npending == 0 && !p->uncached)
+		if (p != keep && (p->uncached ? p->probed_at < since :
+						  p->entries == 0 && p->npending == 0))
 		{
 			hash_search(parts, &p->pid, HASH_REMOVE, NULL);
 			continue;
@@ -577,7 +601,6 @@ make_room(TimestampTz now, PartEntry *keep)
 		memset(scan.memo, 0, sizeof(scan.memo));
 		remove_where(prunable, &scan);
 	}
-	pfree(cached);
 }
 
 /*
@@ -650,14 +673,14 @@ add_dup(QsAppendResult *res, int count, int i, int64 offset)
 /* Rows of the window read at a time: memory bounded by a chunk, not the window. */
 #define QS_DEDUP_CHUNK 1024
 
+typedef bool (*WindowRow) (int64 base, TimestampTz created, const uint8 *hashes, int n,
+						   TransactionId xmin, void *arg);
+
 /*
  * Read a partition's hash rows past `floor` created since `since`, a chunk
  * at a time: each row's base offset, creation time, hashes and xmin go to
  * `row`, in a context reset after every chunk. False from `row` stops.
  */
-typedef bool (*WindowRow) (int64 base, TimestampTz created, const uint8 *hashes, int n,
-						   TransactionId xmin, void *arg);
-
 static bool
 each_window_row(const pg_uuid_t *pid, int64 floor, TimestampTz since, WindowRow row, void *arg)
 {
@@ -676,7 +699,10 @@ each_window_row(const pg_uuid_t *pid, int64 floor, TimestampTz since, WindowRow 
 	{
 		SPI_cursor_fetch(portal, true, QS_DEDUP_CHUNK);
 		if (SPI_processed == 0)
+		{
+			SPI_freetuptable(SPI_tuptable);
 			break;
+		}
 		old = MemoryContextSwitchTo(chunk);
 		for (uint64 r = 0; ok && r < SPI_processed; r++)
 		{
@@ -734,12 +760,13 @@ probe_row(int64 base, TimestampTz created, const uint8 *sh, int n, TransactionId
 }
 
 /*
- * The uncached probe: read the window's hash rows and look each stored hash
- * up among the incoming ones. An uncached partition learns how many hashes
- * its window holds, to be cached again once they fit.
+ * The uncached probe: read the window's hash rows past `floor` (`whole`:
+ * all of them) and look each stored hash up among the incoming ones. An
+ * uncached partition learns how many hashes its window holds, to be cached
+ * again once they fit.
  */
 static void
-read_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
+read_window(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, int count,
 			const uint8 *in, const bool *probe, QsAppendResult *res)
 {
 	WindowProbe w;
@@ -780,8 +807,9 @@ read_window(const pg_uuid_t *pid, int64 floor, TimestampTz since, int count,
 		pg_atomic_fetch_add_u64(&shared->window_reads, 1);
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 		p = hash_search(parts, pid, HASH_FIND, NULL);
+		/* only a read of the whole window may find it smaller */
 		if (p != NULL && p->uncached)
-			p->held = w.held;
+			p->held = whole ? w.held : Max(p->held, w.held);
 		LWLockRelease(shared->lock);
 	}
 }
@@ -824,17 +852,25 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 	p = hash_search(parts, pid, HASH_ENTER_NULL, &found);
 	if (p == NULL)
 	{
+		/* every place taken: seek room (a pass over the cache) at most once a second */
+		if (now - shared->no_place_at < USECS_PER_SEC)
+			return NULL;
 		make_room(now, NULL);
 		p = hash_search(parts, pid, HASH_ENTER_NULL, &found);
 		if (p == NULL)
+		{
+			shared->no_place_at = now;
 			return NULL;
+		}
 	}
+	p->probed_at = now;
 	if (!found)
 	{
 		p->entries = 0;
 		p->gen = ++shared->gen;
 		p->uncached = false;
 		p->held = 0;
+		p->uncached_in = InvalidTransactionId;
 		p->npending = 0;
 		p->naborted = 0;
 		p->verified = -1;
@@ -843,8 +879,15 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 	p->window = window;
 	if (p->uncached)
 	{
-		/* its window fits in half the cache again: cache it (the catch-up reads it) */
-		if (p->held >= max_entries / 2 - shared->nentries)
+		/*
+		 * Its window and the rest fit in half the cache again: cache it (the
+		 * catch-up reads it). Not in the transaction that overflowed it (too
+		 * many of its subtransactions recorded), nor past the partition cap.
+		 */
+		if (p->held >= max_entries / 2 - shared->nentries ||
+			(qs_dedup_partition_entries > 0 && p->held >= qs_dedup_partition_entries) ||
+			(TransactionIdIsValid(p->uncached_in) &&
+			 TransactionIdEquals(p->uncached_in, GetTopTransactionIdIfAny())))
 			return NULL;
 		p->uncached = false;
 		forget_partition(p);
@@ -872,6 +915,21 @@ typedef struct CatchUp
 } CatchUp;
 
 /*
+ * The partition, unless it was dropped or stopped being cached since the
+ * catch-up began, or pruned past its start (another backend made room with
+ * a later clock): a probe from `since` can no longer trust it.
+ */
+static PartEntry *
+caught_up(const CatchUp *c)
+{
+	PartEntry  *p = hash_search(parts, c->pid, HASH_FIND, NULL);
+
+	if (p == NULL || p->gen != c->gen || p->uncached || p->covered_since > c->since)
+		return NULL;
+	return p;
+}
+
+/*
  * Cache one hash row, the lock taken for the row only; false once the
  * partition was dropped meanwhile or cannot be cached (then it is not).
  */
@@ -886,8 +944,8 @@ catch_up_row(int64 base, TimestampTz created, const uint8 *sh, int n, Transactio
 
 	prefetch_tags(c->pid, sh, n, tags);
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	p = hash_search(parts, c->pid, HASH_FIND, NULL);
-	ok = p != NULL && p->gen == c->gen && !p->uncached;
+	p = caught_up(c);
+	ok = p != NULL;
 	/* a row visible here is committed, or this transaction's own */
 	if (ok && TransactionIdIsCurrentTransactionId(xmin))
 	{
@@ -921,6 +979,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	TimestampTz since = now - (TimestampTz) window * USECS_PER_SEC;
 	PartEntry  *p;
 	int64		floor = Max(verified, txns_start - 1);
+	bool		whole = verified <= txns_start - 1;
 	bool		any = (probe == NULL);
 	bool		recheck = false;
 	uint32	   *tags;
@@ -932,10 +991,11 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	if (shared == NULL || RecoveryInProgress())
 	{
 		if (any)
-			read_window(pid, floor, since, count, in, probe, res);
+			read_window(pid, floor, whole, since, count, in, probe, res);
 		return;
 	}
 
+	reserve_victims();
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	check_timeline();
 	p = get_partition(pid, window, last_offset, since, now);
@@ -943,7 +1003,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	{
 		LWLockRelease(shared->lock);
 		if (p == NULL && any)
-			read_window(pid, floor, since, count, in, probe, res);
+			read_window(pid, floor, whole, since, count, in, probe, res);
 		return;
 	}
 
@@ -951,19 +1011,20 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	if (p->verified < last_offset)
 	{
 		CatchUp		c;
+		int64		from = Max(p->verified, txns_start - 1);
 
 		c.pid = pid;
 		c.gen = p->gen;
 		c.since = since;
 		c.now = now;
 		LWLockRelease(shared->lock);
-		each_window_row(pid, Max(p->verified, txns_start - 1), since, catch_up_row, &c);
+		each_window_row(pid, from, since, catch_up_row, &c);
 		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		p = hash_search(parts, pid, HASH_FIND, NULL);
-		if (p == NULL || p->gen != c.gen || p->uncached)
+		p = caught_up(&c);
+		if (p == NULL)
 		{
 			LWLockRelease(shared->lock);
-			read_window(pid, floor, since, count, in, probe, res);
+			read_window(pid, floor, whole, since, count, in, probe, res);
 			return;
 		}
 		p->verified = last_offset;
@@ -1006,7 +1067,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	pfree(tags);
 	if (recheck)
 	{
-		read_window(pid, floor, since, count, in, probe, res);
+		read_window(pid, floor, whole, since, count, in, probe, res);
 		return;
 	}
 	res->duplicate = res->ndups > 0;
@@ -1030,6 +1091,7 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 
 	if (shared == NULL || RecoveryInProgress())
 		return;
+	reserve_victims();
 	xid = dedup_on ? GetCurrentTransactionId() : InvalidTransactionId;
 	if (dedup_on)
 	{

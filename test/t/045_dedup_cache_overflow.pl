@@ -15,13 +15,15 @@ use Test::More;
 my $node = qs_node('dedup_overflow', "queen_streams.dedup_cache_entries = 1024\n");
 my $json = JSON::PP->new;
 
+my $session = '';    # SQL run before each push, in its session
+
 # Push ids to one partition in one request: the statuses, in order.
 sub push_ids
 {
 	my ($part, @ids) = @_;
 	my $body = $json->encode({ items => [ map {
 		{ queue => 'over', partition => $part, transactionId => $_, payload => { id => $_ } } } @ids ] });
-	my $out = $node->safe_psql('postgres', "SELECT queen.push_text(\$b\$$body\$b\$)");
+	my $out = $node->safe_psql('postgres', "$session SELECT queen.push_text(\$b\$$body\$b\$)");
 	return map { $_->{status} } @{ $json->decode($out) };
 }
 
@@ -74,6 +76,34 @@ is(count_of('duplicate', @st), 10, 'cached again, the ids it caught up on are du
 is(count_of('duplicate', @st), 10, 'so are the ids recorded since');
 is(count_of('queued', @st), 10, 'fresh ids are queued');
 is(dedup_metrics()->{window_reads_total}, $reads, 'without reading the window');
+
+# A partition past queen_streams.dedup_partition_entries stays uncached:
+# its next pushes read the window, they do not cache it again each time.
+$session = 'SET queen_streams.dedup_partition_entries = 100;';
+is(count_of('queued', push_ids('capped', map { "k-$_" } 1 .. 150)), 150, '150 ids past the partition cap queued');
+$m = dedup_metrics();
+is($m->{cache_partitionsuncached}, 1, 'the capped partition is not cached');
+my $evictions = $m->{cache_evictions_total};
+is(count_of('duplicate', push_ids('capped', map { "k-$_" } 1 .. 10)), 10, "capped: duplicates found (push $_)")
+  for 1 .. 3;
+is(dedup_metrics()->{cache_evictions_total}, $evictions, 'capped: not cached again and evicted at every push');
+$session = '';
+
+# More than 16 subtransactions of one transaction record into a partition:
+# it stops being cached, and stays so for the rest of that transaction.
+$evictions = dedup_metrics()->{cache_evictions_total};
+$node->safe_psql('postgres', q{DO $$
+BEGIN
+	FOR i IN 1 .. 20 LOOP
+		BEGIN
+			PERFORM queen.push_text(format(
+				'{"items":[{"queue":"over","partition":"sub","transactionId":"s-%s","payload":%s}]}', i, i));
+		EXCEPTION WHEN division_by_zero THEN NULL;
+		END;
+	END LOOP;
+END $$});
+is(dedup_metrics()->{cache_evictions_total}, $evictions + 1, '20 subtransactions: one eviction, not one per push');
+is(count_of('duplicate', push_ids('sub', map { "s-$_" } 1 .. 20)), 20, 'every id of the subtransactions is a duplicate');
 
 $node->stop;
 done_testing();
