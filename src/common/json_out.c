@@ -47,17 +47,40 @@ put_string(StringInfo buf, const char *s, int len)
 	buf->data[buf->len] = '\0';
 }
 
+/* The separator and key before a value, written in place when the key needs no escaping. */
 static void
 qsj_key(QsJson *j, const char *key)
 {
-	if (!j->first[j->depth])
-		appendStringInfoChar(&j->buf, ',');
+	StringInfo	buf = &j->buf;
+	bool		comma = !j->first[j->depth];
+	int			len = key ? strlen(key) : 0;
+
 	j->first[j->depth] = false;
+	for (int i = 0; i < len; i++)
+	{
+		unsigned char ch = (unsigned char) key[i];
+
+		if (ch < 0x20 || ch == '"' || ch == '\\')
+		{
+			if (comma)
+				appendStringInfoChar(buf, ',');
+			put_string(buf, key, len);
+			appendStringInfoChar(buf, ':');
+			return;
+		}
+	}
+	enlargeStringInfo(buf, len + 4);
+	if (comma)
+		buf->data[buf->len++] = ',';
 	if (key)
 	{
-		put_string(&j->buf, key, strlen(key));
-		appendStringInfoChar(&j->buf, ':');
+		buf->data[buf->len++] = '"';
+		memcpy(buf->data + buf->len, key, len);
+		buf->len += len;
+		buf->data[buf->len++] = '"';
+		buf->data[buf->len++] = ':';
 	}
+	buf->data[buf->len] = '\0';
 }
 
 static void
@@ -114,8 +137,10 @@ qsj_strn(QsJson *j, const char *key, const char *val, int len)
 void
 qsj_int(QsJson *j, const char *key, int64 val)
 {
+	char		digits[MAXINT8LEN + 1];
+
 	qsj_key(j, key);
-	appendStringInfo(&j->buf, INT64_FORMAT, val);
+	appendBinaryStringInfo(&j->buf, digits, pg_lltoa(val, digits));
 }
 
 void
@@ -155,9 +180,12 @@ qsj_uuid(QsJson *j, const char *key, const pg_uuid_t *u)
 		return;
 	}
 	qs_uuid_format(u, s);
-	appendStringInfoChar(&j->buf, '"');
-	appendStringInfoString(&j->buf, s);
-	appendStringInfoChar(&j->buf, '"');
+	enlargeStringInfo(&j->buf, QS_UUID_STRLEN + 2);
+	j->buf.data[j->buf.len++] = '"';
+	memcpy(j->buf.data + j->buf.len, s, QS_UUID_STRLEN);
+	j->buf.len += QS_UUID_STRLEN;
+	j->buf.data[j->buf.len++] = '"';
+	j->buf.data[j->buf.len] = '\0';
 }
 
 /* A UUID given as its 16 bytes (a frame's trace id), or null when there are none. */
