@@ -356,6 +356,13 @@ pg_detoast_datum_packed(struct varlena *datum)
 	return datum;
 }
 
+/* numutils.c's, which is the backend's, not libpgcommon's */
+int
+pg_lltoa(int64 value, char *a)
+{
+	return snprintf(a, MAXINT8LEN + 1, INT64_FORMAT, value);
+}
+
 /* ------------------------------------------------------------ encoding */
 
 int
