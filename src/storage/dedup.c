@@ -32,8 +32,11 @@
  *   that made it uncached, nor past dedup_partition_entries): a full cache
  *   costs one scan per quarter of it refilled, not one per push. An
  *   uncached partition not probed for a window's length gives up its place
- *   when room is made; when the places are all taken, a new partition is
- *   read uncached, and room is sought at most once a second.
+ *   when a place is sought; when the places are all taken, a new partition
+ *   is read uncached, and a place is sought at most once a second.
+ * - An expired entry that knew of a later occurrence (`more`) was all the
+ *   cache held of it: pruning it lowers its partition's `verified`, so the
+ *   next probe reads the rows past it again.
  * - A push probes and records about a hundred hashes in a table far
  *   larger than any cache, and every page of it a backend touches first
  *   costs a fault. So the lookups go through a compact index, 8 bytes a
@@ -183,7 +186,7 @@ dedup_shmem_startup(void)
 		shared->free = -1;
 		shared->tli = 0;
 		shared->gen = 0;
-		shared->no_place_at = DT_NOBEGIN;
+		shared->no_place_at = 0;	/* not DT_NOBEGIN: `now - no_place_at` must not wrap */
 		pg_atomic_init_u64(&shared->window_reads, 0);
 		pg_atomic_init_u64(&shared->evictions, 0);
 		if (!pg_strong_random(&shared->seed, sizeof(shared->seed)))
@@ -532,8 +535,24 @@ prunable(HashEntry *e, void *arg)
 		p = *m = hash_search(parts, &e->key.pid, HASH_FIND, NULL);
 	if (p == NULL || p->uncached)
 		return true;
-	if (e->created_at >= s->now - (TimestampTz) p->window * USECS_PER_SEC && entry_valid(p, e))
+	if (!entry_valid(p, e))
+	{
+		p->entries--;
+		return true;
+	}
+	if (e->created_at >= s->now - (TimestampTz) p->window * USECS_PER_SEC)
 		return false;
+
+	/*
+	 * A later occurrence may still be in the window, and the entry was all
+	 * the cache held of it: the next probe reads the rows past it again
+	 * (and a catch-up under way gives up).
+	 */
+	if (e->more && p->verified >= e->offset)
+	{
+		p->verified = e->offset;
+		p->gen = ++shared->gen;
+	}
 	p->entries--;
 	return true;
 }
@@ -548,15 +567,15 @@ by_entries_desc(const void *a, const void *b)
 }
 
 /*
- * Make room: drop expired and aborted entries, the partitions left with
- * none and nothing to settle, and the uncached ones not probed for a
- * window's length (but `keep`, which the caller holds; a dropped one is
- * read from the table when next probed); if the cache is still
- * three-quarters full, stop caching the partitions that hold the most
- * until it is not.
+ * Make room: drop expired and aborted entries, and the partitions left
+ * with none and nothing to settle (but `keep`, which the caller holds; a
+ * dropped one is read from the table when next probed). Seeking a place
+ * for a partition, drop too the uncached ones not probed for a window's
+ * length; seeking room for hashes, if the cache is still three-quarters
+ * full, stop caching the partitions that hold the most until it is not.
  */
 static void
-make_room(TimestampTz now, PartEntry *keep)
+make_room(TimestampTz now, PartEntry *keep, bool place)
 {
 	HASH_SEQ_STATUS seq;
 	PartEntry  *p;
@@ -575,7 +594,7 @@ make_room(TimestampTz now, PartEntry *keep)
 		TimestampTz since = now - (TimestampTz) p->window * USECS_PER_SEC;
 
 		p->naborted = 0;
-		if (p != keep && (p->uncached ? p->probed_at < since :
+		if (p != keep && (p->uncached ? place && p->probed_at < since :
 						  p->entries == 0 && p->npending == 0))
 		{
 			hash_search(parts, &p->pid, HASH_REMOVE, NULL);
@@ -589,7 +608,7 @@ make_room(TimestampTz now, PartEntry *keep)
 
 	/* still three-quarters full: the largest stop being cached, in one more pass */
 	left = shared->nentries;
-	if (left >= max_entries * 3 / 4)
+	if (!place && left >= max_entries * 3 / 4)
 	{
 		qsort(cached, ncached, sizeof(PartEntry *), by_entries_desc);
 		for (int i = 0; i < ncached && left >= max_entries * 3 / 4; i++)
@@ -625,7 +644,7 @@ remember(PartEntry *p, const uint8 *h, uint32 tag, int64 offset, TimestampTz cre
 	i = find_slot(&key, tag, &found);
 	if (!found && shared->nentries >= max_entries)
 	{
-		make_room(now, p);
+		make_room(now, p, false);
 		if (p->uncached || shared->nentries >= max_entries)
 			return false;
 		i = find_slot(&key, tag, &found);
@@ -855,7 +874,7 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 		/* every place taken: seek room (a pass over the cache) at most once a second */
 		if (now - shared->no_place_at < USECS_PER_SEC)
 			return NULL;
-		make_room(now, NULL);
+		make_room(now, NULL, true);
 		p = hash_search(parts, pid, HASH_ENTER_NULL, &found);
 		if (p == NULL)
 		{

@@ -1,6 +1,7 @@
 # A partition whose window outgrows the shared dedup cache is probed by
 # reading its window, and is cached again once its window fits: the cache
-# does not give up on it for good. /metrics shows the cache's occupancy,
+# does not give up on it for good, nor on a new partition when every place
+# was taken, nor on an id whose first copy left the window. /metrics shows the cache's occupancy,
 # its evictions and the probes that read the window. Every verdict is
 # checked on the way.
 use strict;
@@ -104,6 +105,29 @@ BEGIN
 END $$});
 is(dedup_metrics()->{cache_evictions_total}, $evictions + 1, '20 subtransactions: one eviction, not one per push');
 is(count_of('duplicate', push_ids('sub', map { "s-$_" } 1 .. 20)), 20, 'every id of the subtransactions is a duplicate');
+
+# Every place taken (256 with this cache), then the hashes expire: a new
+# partition finds a place (expired ones give theirs up) and is cached.
+my $body = $json->encode({ items => [ map {
+	{ queue => 'over', partition => "q$_", transactionId => 'one', payload => $_ } } 1 .. 300 ] });
+$node->safe_psql('postgres', "SELECT queen.push_text(\$b\$$body\$b\$)");
+sleep 6;
+push_ids('fresh', 'f-1');
+$reads = dedup_metrics()->{window_reads_total};
+is(count_of('duplicate', push_ids('fresh', 'f-1')), 1, 'a new partition past 300 expired ones: duplicate found');
+is(dedup_metrics()->{window_reads_total}, $reads, 'from the cache: it found a place');
+
+# An id stored twice while dedup was off, both copies then inside the
+# window: when the first expires and is pruned, the second still counts.
+$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = 'over'});
+push_ids('twice', 'x');
+sleep 4;
+push_ids('twice', 'x');
+$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 8 WHERE name = 'over'});
+is(count_of('queued', push_ids('twice', 'y')), 1, 'the window back on: a fresh id queued');
+sleep 5;    # the first x is out of the window, the second is not
+is(count_of('queued', push_ids('filler', map { "z-$_" } 1 .. 1100)), 1100, 'the cache filled: expired hashes pruned');
+is(count_of('duplicate', push_ids('twice', 'x')), 1, 'the copy still inside the window is found');
 
 $node->stop;
 done_testing();
