@@ -23,6 +23,7 @@ extern int	qs_zstd_level;
 extern int	qs_max_segment_kb;
 extern int	qs_dedup_cache_entries;
 extern int	qs_dedup_partition_entries;
+extern int	qs_backend_heap_keep_kb;
 extern char *qs_encryption_key;
 extern bool qs_encryption_fail_open;
 extern bool qs_ack_requires_lease;
@@ -182,6 +183,9 @@ typedef struct QsPlan
 } QsPlan;
 
 extern int	qs_exec(QsPlan *p, Datum *values, const char *nulls, long tcount);
+/* heap.c: freed heap kept between calls (glibc's trim and mmap thresholds) */
+extern void qs_heap_keep(void);
+extern void qs_heap_keep_fixed(int keep_kb);
 extern Portal qs_cursor(QsPlan *p, Datum *values, const char *nulls);
 extern Datum qs_col(int row, int col, bool *isnull);
 extern int64 qs_col_int64(int row, int col, int64 ifnull);

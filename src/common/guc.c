@@ -12,6 +12,7 @@ int			qs_zstd_level = 1;
 int			qs_max_segment_kb = 262144;
 int			qs_dedup_cache_entries = 262144;
 int			qs_dedup_partition_entries = 0;
+int			qs_backend_heap_keep_kb = 8192;
 char	   *qs_encryption_key = NULL;
 bool		qs_encryption_fail_open = false;
 bool		qs_ack_requires_lease = false;
@@ -50,6 +51,15 @@ qs_guc_init(void)
 							&qs_stream_poll_ms,
 							1000, 10, 60000,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.backend_heap_keep",
+							gettext_noop("Freed heap a backend running queen_streams code keeps for its next call (0: glibc's default, 128 kB)."),
+							gettext_noop("Below it, each pop or push gives its memory back to the system when its "
+										 "transaction ends and faults it in again at the next call."),
+							&qs_backend_heap_keep_kb,
+							8192, 0, 1024 * 1024,
+							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.zstd_level",

@@ -32,10 +32,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-
 int			qs_http_worker_index = -1;
 
 void
@@ -347,17 +343,13 @@ worker_start(Loop *l, int index)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-#ifdef __GLIBC__
 
 	/*
-	 * Keep the heap a group grows: glibc would give it back at the end of
-	 * every group (brk) and fault its pages in again at the next, and map
-	 * and unmap each large block.
+	 * Keep the heap a group grows (64 MB, more than backend_heap_keep: a
+	 * group holds many requests), rather than give it back after every
+	 * group and fault it in again at the next.
 	 */
-	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
-	mallopt(M_TOP_PAD, 8 * 1024 * 1024);
-	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
-#endif
+	qs_heap_keep_fixed(64 * 1024);
 
 	BackgroundWorkerInitializeConnection(qs_http_database, NULL, 0);
 	pgstat_report_appname("queen_streams http");
