@@ -27,52 +27,15 @@
 # QS_BENCH_WARMUP (2), QS_BENCH_BUILD (1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-BENCH="$ROOT/bench"
-BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
-DUR=${QS_BENCH_DURATION:-10}
-WARM=${QS_BENCH_WARMUP:-2}
 NH=${QS_BENCH_WINDOW_HASHES:-2000000}
-NCPU=$(nproc)
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-log() { printf '[dedup_alternatives %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-if [ "$BIN" = /usr/lib/postgresql/15/bin ]; then
-	exec 9>/tmp/queen_streams.test.lock
-	log "waiting for /tmp/queen_streams.test.lock"
-	flock 9
-fi
-if [ "${QS_BENCH_BUILD:-1}" = 1 ]; then
-	make -s PG_CONFIG="$BIN/pg_config" >/dev/null && make -s PG_CONFIG="$BIN/pg_config" install >/dev/null
-fi
-
-W=$(mktemp -d /tmp/qs-dedupalt.XXXXXX)
-chmod 755 "$W"
-PORT=$((20000 + RANDOM % 20000))
-trap 'as_pg "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
-[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"
-as_pg "$BIN/initdb" -D "$W/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
-cat >>"$W/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'queen_streams'
-queen_streams.http_port = 0
-queen_streams.dedup_cache_entries = 16000000	# phases 1 and 2: all of it
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$W'
-shared_buffers = 1GB
-max_wal_size = 4GB
-checkpoint_timeout = 30min
-max_connections = 40
-synchronous_commit = on
-CONF
-start() { as_pg "$BIN/pg_ctl" -D "$W/data" -l "$W/log" -w start >/dev/null; }
-start
-as_pg "$BIN/createdb" -h "$W" -p "$PORT" -U postgres bench
-Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }
+TAG=dedup_alternatives
+CACHE=16000000	# phases 1 and 2: all of it
+. bench/lib.sh
+bench_lock_build
+bench_instance
 Q -c "CREATE EXTENSION queen_streams" -c "CREATE SCHEMA bench" \
 	-c "CREATE TABLE bench.txn_idx (partition_id uuid, hash bytea, msg_offset bigint NOT NULL,
 	    PRIMARY KEY (partition_id, hash))" >/dev/null
-mkdir -p "$W/scripts"
 
 # ---------------------------------------------------------------- queues and scripts
 for q in cq iq; do	# cq: the cache's queue; iq: the index's, without a window

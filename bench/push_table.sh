@@ -25,53 +25,17 @@
 # QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_BUILD (1; 0: use what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-BENCH="$ROOT/bench"
-BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
-DUR=${QS_BENCH_DURATION:-10}
-WARM=${QS_BENCH_WARMUP:-2}
 PREFILL=${QS_BENCH_PREFILL:-2500000}
 NH=${QS_BENCH_WINDOW_HASHES:-1000000}
 VARIANTS=4
-NCPU=$(nproc)
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-log() { printf '[push_table %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-if [ "$BIN" = /usr/lib/postgresql/15/bin ]; then
-	exec 9>/tmp/queen_streams.test.lock
-	log "waiting for /tmp/queen_streams.test.lock"
-	flock 9
-fi
-if [ "${QS_BENCH_BUILD:-1}" = 1 ]; then
-	make -s PG_CONFIG="$BIN/pg_config" >/dev/null && make -s PG_CONFIG="$BIN/pg_config" install >/dev/null
-fi
-
-W=$(mktemp -d /tmp/qs-pushtable.XXXXXX)
-chmod 755 "$W"
-PORT=$((20000 + RANDOM % 20000))
-trap 'as_pg "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
-[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"
-as_pg "$BIN/initdb" -D "$W/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
-cat >>"$W/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'queen_streams'
-queen_streams.http_port = 0
-queen_streams.dedup_cache_entries = 8000000
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$W'
-shared_buffers = 1GB
-max_wal_size = 4GB
-checkpoint_timeout = 30min
-max_connections = 40
-synchronous_commit = on
-CONF
-as_pg "$BIN/pg_ctl" -D "$W/data" -l "$W/log" -w start >/dev/null
-as_pg "$BIN/createdb" -h "$W" -p "$PORT" -U postgres bench
-Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }
+TAG=push_table
+CACHE=8000000
+. bench/lib.sh
+bench_lock_build
+bench_instance
 cp "$BENCH"/*.sql "$W/"
 [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"/*.sql
 Q -f "$W/setup.sql" >/dev/null
-mkdir -p "$W/scripts"
 
 # ---------------------------------------------------------------- scripts
 gen() {	# gen NAME MODE TARGET [FN]: a gen_push.pl family; FN push_text turns the calls into text ones

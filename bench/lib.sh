@@ -1,0 +1,54 @@
+# shellcheck shell=bash disable=SC2034
+# Sourced, from the tree's root, by the pgbench-driven push scripts: their
+# knobs, the lock, the build and one throwaway instance. The caller sets TAG
+# (log prefix) and, before bench_instance, CACHE (dedup_cache_entries).
+ROOT=$(pwd)
+BENCH="$ROOT/bench"
+BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
+DUR=${QS_BENCH_DURATION:-10}
+WARM=${QS_BENCH_WARMUP:-2}
+NCPU=$(nproc)
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+log() { printf '[%s %s] %s\n' "$TAG" "$(date +%H:%M:%S)" "$*" >&2; }
+
+# The shared tree is installed into and the machine should be quiet: take the
+# test suite's lock. A private QS_BENCH_PG_BIN needs neither.
+bench_lock_build() {
+	if [ "$BIN" = /usr/lib/postgresql/15/bin ]; then
+		exec 9>/tmp/queen_streams.test.lock
+		log "waiting for /tmp/queen_streams.test.lock"
+		flock 9
+	fi
+	if [ "${QS_BENCH_BUILD:-1}" = 1 ]; then
+		make -s PG_CONFIG="$BIN/pg_config" >/dev/null && make -s PG_CONFIG="$BIN/pg_config" install >/dev/null
+	fi
+}
+
+# An instance in W (fsync and synchronous commit on, no listener), database
+# "bench"; Q runs psql in it, start starts it again.
+bench_instance() {
+	W=$(mktemp -d "/tmp/qs-$TAG.XXXXXX")
+	chmod 755 "$W"
+	PORT=$((20000 + RANDOM % 20000))
+	trap 'as_pg "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
+	[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"
+	as_pg "$BIN/initdb" -D "$W/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
+	cat >>"$W/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'queen_streams'
+queen_streams.http_port = 0
+queen_streams.dedup_cache_entries = $CACHE
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$W'
+shared_buffers = 1GB
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+max_connections = 40
+synchronous_commit = on
+CONF
+	start
+	as_pg "$BIN/createdb" -h "$W" -p "$PORT" -U postgres bench
+	mkdir -p "$W/scripts"
+}
+start() { as_pg "$BIN/pg_ctl" -D "$W/data" -l "$W/log" -w start >/dev/null; }
+Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }
