@@ -18,8 +18,8 @@
 #   2. after W more hashes (QS_BENCH_WINDOW_HASHES, 2M) went into each side's
 #      windows (the cache holds them all);
 #   3. the instance restarted with dedup_cache_entries at half what the
-#      windows hold, so some partitions are probed by reading their window
-#      (the cost README.md states for an undersized cache).
+#      windows hold, so some partitions are left out of the cache and probed
+#      by key (queen.log_txn_keys, 0.7.0; 0.6.0 read their window).
 #
 #   bash bench/dedup_alternatives.sh     # as root; about 3 minutes
 #

@@ -82,13 +82,18 @@ SELECT string_agg(m->>'transactionId', ',') AS queue_resumes
 SELECT transaction_id, error FROM queen.log_dlq;
 SELECT key, value FROM queen_streams.state;
 SELECT queen_streams.register_query('{"name":"up.q","source_queue":"up","config_hash":"h1"}')->>'fresh' AS still_registered;
--- The 0.2.0 ... 0.6.0 functions work on the updated database.
+-- The 0.2.0 ... 0.7.0 functions work on the updated database.
 SELECT queen.maintenance()->>'maintenanceMode' AS maintenance;
 SELECT pg_typeof(queen.push_text('{"items":[{"queue":"up.text","payload":1}]}')) AS push_text,
        queen.pop_text('up.text', auto_ack => true)->'messages'->0->>'data' AS pop_text;
 SELECT (queen.push_text_many(ARRAY['{"items":[{"queue":"up.text","payload":2}]}'])::jsonb[])[1]->0->>'status' AS push_text_many;
 SELECT (queen_streams.cycle_many(ARRAY[jsonb_build_object('query_id', (SELECT id FROM qid),
           'partition_id', (SELECT id FROM queen.log_partitions LIMIT 1))]))[1]->>'success' AS cycle_many;
+SET queen_streams.dedup_partition_entries = 1;	-- 0.7.0: probed through log_txn_keys
+SELECT string_agg(queen.push_text(format('{"items":[{"queue":"up","transactionId":"%s","payload":1}]}', t))::jsonb->0->>'status', ',')
+         AS keyed_dedup
+  FROM unnest(ARRAY['k1', 'k2', 'k1', 'k2']) t;
+RESET queen_streams.dedup_partition_entries;
 
 -- The updated schema is a fresh install's.
 CREATE TEMP TABLE updated AS SELECT * FROM pg_temp.catalog();

@@ -238,14 +238,17 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 			header(out, "queen_streams_dedup_cache_hashes", "gauge", "Transaction-id hashes the dedup cache holds.");
 			appendStringInfo(out, "queen_streams_dedup_cache_hashes " INT64_FORMAT "\n", d.entries);
 			header(out, "queen_streams_dedup_cache_partitions", "gauge",
-				   "Partitions the dedup cache answers for, by state (uncached: its window outgrew the cache and is read).");
+				   "Partitions the dedup cache answers for, by state (uncached: its window outgrew the cache; probed through queen.log_txn_keys).");
 			appendStringInfo(out, "queen_streams_dedup_cache_partitions{state=\"cached\"} " INT64_FORMAT "\n",
 							 d.partitions);
 			appendStringInfo(out, "queen_streams_dedup_cache_partitions{state=\"uncached\"} " INT64_FORMAT "\n",
 							 d.uncached);
 			header(out, "queen_streams_dedup_window_reads_total", "counter",
-				   "Dedup probes answered by reading the partition's window instead of the cache.");
+				   "Dedup probes answered by reading the partition's window (a standby, or a cached entry that cannot say).");
 			appendStringInfo(out, "queen_streams_dedup_window_reads_total " UINT64_FORMAT "\n", d.window_reads);
+			header(out, "queen_streams_dedup_key_probes_total", "counter",
+				   "Dedup probes of uncached partitions answered from queen.log_txn_keys (one row per hash).");
+			appendStringInfo(out, "queen_streams_dedup_key_probes_total " UINT64_FORMAT "\n", d.key_probes);
 			header(out, "queen_streams_dedup_cache_evictions_total", "counter",
 				   "Times a partition stopped being cached (the cache full, or the partition past dedup_partition_entries).");
 			appendStringInfo(out, "queen_streams_dedup_cache_evictions_total " UINT64_FORMAT "\n", d.evictions);

@@ -302,12 +302,18 @@ qs_configure(PG_FUNCTION_ARGS)
 /*
  * Partitions, cursors and subscriptions go by foreign key; these do not (the
  * log tables have none: appends would lock the partition row to check it).
+ * The partition rows are locked first, in the appends' order: a push in
+ * flight finishes (its keys and mark included) before anything of its
+ * partition is deleted.
  */
 static QsPlan delete_plan = {
 	"WITH q AS (SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2 FOR UPDATE),"
-	" p AS (SELECT id FROM queen.log_partitions WHERE queue_id IN (SELECT id FROM q)),"
+	" p AS (SELECT id FROM queen.log_partitions WHERE queue_id IN (SELECT id FROM q)"
+	"       ORDER BY id FOR UPDATE),"
 	" g AS (DELETE FROM queen.log_segments WHERE partition_id IN (SELECT id FROM p)),"
 	" t AS (DELETE FROM queen.log_txns WHERE partition_id IN (SELECT id FROM p)),"
+	" tk AS (DELETE FROM queen.log_txn_keys WHERE partition_id IN (SELECT id FROM p)),"
+	" tm AS (DELETE FROM queen.log_txn_marks WHERE partition_id IN (SELECT id FROM p)),"
 	" d AS (DELETE FROM queen.log_dlq WHERE partition_id IN (SELECT id FROM p)),"
 	" tr AS (DELETE FROM queen.message_traces WHERE partition_id IN (SELECT id FROM p)),"
 	" s AS (DELETE FROM queen_streams.state WHERE partition_id IN (SELECT id FROM p))"

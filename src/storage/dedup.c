@@ -24,16 +24,17 @@
  *   eviction). A window raised past `covered_since` rebuilds the partition.
  * - When the cache is full, expired and aborted entries are pruned; if that
  *   is not enough, the partitions holding the most stop being cached until
- *   it is three-quarters full, and are probed by reading their window (the
- *   uncached probe, always correct), as is any partition when the library
- *   was not preloaded. An uncached partition remembers how many hashes its
- *   window held when last read whole, and is cached again once they and the
- *   cache's other hashes fit in half of it (never within the transaction
- *   that made it uncached, nor past dedup_partition_entries): a full cache
- *   costs one scan per quarter of it refilled, not one per push. An
+ *   it is three-quarters full, and are probed by key (queen.log_txn_keys,
+ *   one row per hash, written by the probe from the hash rows under the
+ *   same row lock: exact, and as cheap at any window), as is any partition
+ *   when the library was not preloaded. An uncached partition counts the
+ *   hashes its window holds at most once a second, and is cached again once
+ *   they and the cache's other hashes fit in half of it (never within the
+ *   transaction that made it uncached, nor past dedup_partition_entries): a
+ *   full cache costs one scan per quarter of it refilled, not one per push. An
  *   uncached partition not probed for a window's length gives up its place
  *   when a place is sought; when the places are all taken, a new partition
- *   is read uncached, and a place is sought at most once a second.
+ *   is probed by key, and a place is sought at most once a second.
  * - An expired entry that knew of a later occurrence (`more`) was all the
  *   cache held of it: pruning it lowers its partition's `verified`, so the
  *   next probe reads the rows past it again.
@@ -104,8 +105,9 @@ typedef struct PartEntry
 	int			window;			/* seconds, as last probed */
 	int64		entries;		/* hashes cached for it */
 	uint32		gen;			/* new whenever it is added or its entries are dropped */
-	bool		uncached;		/* its window outgrew the cache: read it each time */
-	int64		held;			/* uncached: hashes its window held when last read */
+	bool		uncached;		/* its window outgrew the cache: probed by key */
+	int64		held;			/* uncached: hashes its window held when last counted */
+	TimestampTz counted_at;		/* uncached: when `held` was last counted */
 	TransactionId uncached_in;	/* uncached: the top transaction that made it so */
 	TimestampTz probed_at;		/* last probed */
 	int			npending;
@@ -126,6 +128,7 @@ typedef struct DedupShared
 	TimeLineID	tli;			/* the timeline the entries were cached on */
 	TimestampTz no_place_at;	/* when room for a partition was last sought in vain */
 	pg_atomic_uint64 window_reads;	/* probes answered by reading the window */
+	pg_atomic_uint64 key_probes;	/* probes answered from queen.log_txn_keys */
 	pg_atomic_uint64 evictions; /* partitions that stopped being cached */
 } DedupShared;
 
@@ -188,6 +191,7 @@ dedup_shmem_startup(void)
 		shared->gen = 0;
 		shared->no_place_at = 0;	/* not DT_NOBEGIN: `now - no_place_at` must not wrap */
 		pg_atomic_init_u64(&shared->window_reads, 0);
+		pg_atomic_init_u64(&shared->key_probes, 0);
 		pg_atomic_init_u64(&shared->evictions, 0);
 		if (!pg_strong_random(&shared->seed, sizeof(shared->seed)))
 			ereport(FATAL,
@@ -220,7 +224,7 @@ dedup_shmem_startup(void)
 /*
  * Called by _PG_init: reserve the cache when the library is preloaded
  * (queen_streams.dedup_cache_entries sizes it). Without preload there is no
- * cache and every probe reads the window.
+ * cache and every probe goes by key.
  */
 void
 qs_dedup_shmem_init(void)
@@ -441,6 +445,7 @@ uncache(PartEntry *p, int64 held)
 {
 	p->uncached = true;
 	p->held = held;
+	p->counted_at = 0;	/* never */
 	p->uncached_in = GetTopTransactionIdIfAny();
 	pg_atomic_fetch_add_u64(&shared->evictions, 1);
 }
@@ -778,11 +783,50 @@ probe_row(int64 base, TimestampTz created, const uint8 *sh, int n, TransactionId
 	return true;
 }
 
+/* The incoming hashes to look for (those flagged in `probe`, or all). */
+static void
+probe_init(WindowProbe *w, int64 floor, int count, const uint8 *in, const bool *probe)
+{
+	w->in = in;
+	w->floor = floor;
+	w->size = 16;
+	while (w->size < count * 2)
+		w->size <<= 1;
+	w->slot = palloc0(sizeof(int) * w->size);
+	w->first = palloc(sizeof(int64) * Max(count, 1));
+	w->held = 0;
+	for (int i = 0; i < count; i++)
+	{
+		uint32		h;
+
+		w->first[i] = -1;
+		if (probe && !probe[i])
+			continue;
+		memcpy(&h, in + i * QS_HASH_LEN + 8, sizeof(h));	/* xxh3 bits are uniform */
+		for (h &= w->size - 1; w->slot[h] != 0; h = (h + 1) & (w->size - 1))
+			;
+		w->slot[h] = i + 1;
+	}
+}
+
+/* The duplicates found, in frame order, into *res. */
+static void
+probe_finish(WindowProbe *w, int count, QsAppendResult *res)
+{
+	for (int i = 0; i < count; i++)
+		if (w->first[i] >= 0)
+			add_dup(res, count, i, w->first[i]);
+	res->duplicate = res->ndups > 0;
+	pfree(w->slot);
+	pfree(w->first);
+}
+
 /*
- * The uncached probe: read the window's hash rows past `floor` (`whole`:
- * all of them) and look each stored hash up among the incoming ones. An
- * uncached partition learns how many hashes its window holds, to be cached
- * again once they fit.
+ * Read the window's hash rows past `floor` (`whole`: all of them) and look
+ * each stored hash up among the incoming ones; an uncached partition learns
+ * how many hashes its window holds, to be cached again once they fit. For
+ * what the cache cannot tell, on a standby, and in a transaction that reads
+ * from one snapshot.
  */
 static void
 read_window(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, int count,
@@ -791,33 +835,9 @@ read_window(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, in
 	WindowProbe w;
 
 	res->ndups = 0;
-	w.in = in;
-	w.floor = floor;
-	w.size = 16;
-	while (w.size < count * 2)
-		w.size <<= 1;
-	w.slot = palloc0(sizeof(int) * w.size);
-	w.first = palloc(sizeof(int64) * Max(count, 1));
-	w.held = 0;
-	for (int i = 0; i < count; i++)
-	{
-		uint32		h;
-
-		w.first[i] = -1;
-		if (probe && !probe[i])
-			continue;
-		memcpy(&h, in + i * QS_HASH_LEN + 8, sizeof(h));	/* xxh3 bits are uniform */
-		for (h &= w.size - 1; w.slot[h] != 0; h = (h + 1) & (w.size - 1))
-			;
-		w.slot[h] = i + 1;
-	}
+	probe_init(&w, floor, count, in, probe);
 	each_window_row(pid, floor, since, probe_row, &w);
-	for (int i = 0; i < count; i++)
-		if (w.first[i] >= 0)
-			add_dup(res, count, i, w.first[i]);
-	res->duplicate = res->ndups > 0;
-	pfree(w.slot);
-	pfree(w.first);
+	probe_finish(&w, count, res);
 
 	if (shared != NULL && !RecoveryInProgress())
 	{
@@ -831,6 +851,297 @@ read_window(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, in
 			p->held = whole ? w.held : Max(p->held, w.held);
 		LWLockRelease(shared->lock);
 	}
+}
+
+/*
+ * The keyed probe, for a partition the cache does not hold: its hashes, one
+ * row each in queen.log_txn_keys, complete for every hash row up to
+ * log_txn_marks.indexed. The incoming hashes are looked up among the keys
+ * up to the mark; the hash rows past the mark are read and probed, and the
+ * first QS_DEDUP_KEY_BUDGET of their hashes become keys (the mark moves past
+ * them). A backlog keyed for the first time so takes a few pushes, each of
+ * which also reads the window past its keys, as 0.6.0 read the whole
+ * window; then a probe costs what the push brings. The caller holds the row
+ * lock and the keys and the mark commit or roll back with the push, so they
+ * are exactly the committed hash rows: the verdict is read_window's.
+ */
+#define QS_DEDUP_KEY_BUDGET 65536
+#define QS_DEDUP_KEY_BATCH 8192		/* keys per INSERT */
+
+static QsPlan mark_plan = {
+	"SELECT indexed FROM queen.log_txn_marks WHERE partition_id = $1",
+	1, {UUIDOID}
+};
+
+static QsPlan mark_set_plan = {
+	"INSERT INTO queen.log_txn_marks (partition_id, indexed) VALUES ($1, $2)"
+	" ON CONFLICT (partition_id) DO UPDATE SET indexed = excluded.indexed",
+	2, {UUIDOID, INT8OID}
+};
+
+static QsPlan keys_plan = {
+	"SELECT h.i, min(k.msg_offset)"
+	"  FROM unnest($2::uuid[]) WITH ORDINALITY AS h(hash, i)"
+	"  JOIN queen.log_txn_keys k ON k.partition_id = $1 AND k.hash = h.hash"
+	" WHERE k.msg_offset > $3 AND k.msg_offset <= $5 AND k.created_at >= $4"
+	" GROUP BY h.i ORDER BY h.i",
+	5, {UUIDOID, UUIDARRAYOID, INT8OID, TIMESTAMPTZOID, INT8OID}
+};
+
+/* the hash rows past the mark, whatever their age: a raised window needs them */
+static QsPlan unkeyed_plan = {
+	"SELECT base_offset, created_at, hashes FROM queen.log_txns"
+	" WHERE partition_id = $1 AND base_offset > $2 ORDER BY base_offset",
+	2, {UUIDOID, INT8OID}
+};
+
+static QsPlan keys_insert_plan = {
+	"INSERT INTO queen.log_txn_keys (partition_id, hash, msg_offset, created_at)"
+	" SELECT $1, u.h, u.o, u.c FROM unnest($2::uuid[], $3::int8[], $4::timestamptz[]) AS u(h, o, c)",
+	4, {UUIDOID, UUIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID}
+};
+
+/* what read_window counts: the hashes of the window past `floor` */
+static QsPlan held_plan = {
+	"SELECT coalesce(sum(end_offset - GREATEST(base_offset, $2 + 1) + 1), 0)::bigint"
+	"  FROM queen.log_txns WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3",
+	3, {UUIDOID, INT8OID, TIMESTAMPTZOID}
+};
+
+/* An uncached partition's window is counted at most this often (it decides re-caching). */
+#define QS_DEDUP_COUNT_EVERY USECS_PER_SEC
+
+/* Keys waiting for their INSERT. */
+typedef struct KeyBatch
+{
+	Datum		pid;
+	int			n;
+	int			cap;
+	uint8	   *hash;			/* cap hashes */
+	Datum	   *h;
+	Datum	   *off;
+	Datum	   *at;
+} KeyBatch;
+
+static void
+flush_keys(KeyBatch *b)
+{
+	Datum		args[4];
+
+	if (b->n == 0)
+		return;
+	for (int i = 0; i < b->n; i++)
+		b->h[i] = PointerGetDatum(b->hash + i * QS_HASH_LEN);	/* a uuid is its 16 bytes */
+	args[0] = b->pid;
+	args[1] = PointerGetDatum(construct_array(b->h, b->n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+	args[2] = PointerGetDatum(construct_array(b->off, b->n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+											  TYPALIGN_DOUBLE));
+	args[3] = PointerGetDatum(construct_array(b->at, b->n, TIMESTAMPTZOID, sizeof(int64), FLOAT8PASSBYVAL,
+											  TYPALIGN_DOUBLE));
+	qs_exec(&keys_insert_plan, args, NULL, 0);
+	pfree(DatumGetPointer(args[1]));
+	pfree(DatumGetPointer(args[2]));
+	pfree(DatumGetPointer(args[3]));
+	b->n = 0;
+}
+
+/*
+ * Key the hash rows past `mark`, a budget's worth of whole rows, probing
+ * those of the window; then read the rest of the window. Returns the new
+ * mark.
+ */
+static int64
+key_rows(const pg_uuid_t *pid, int64 mark, int64 last_offset, TimestampTz since, WindowProbe *w)
+{
+	Datum		args[2];
+	Portal		portal;
+	KeyBatch	b;
+	int64		budget = QS_DEDUP_KEY_BUDGET;
+	int64		keyed = mark;
+	bool		spent = false;
+
+	b.pid = qs_uuid_datum(pid);
+	b.n = 0;
+	b.cap = (int) Min(last_offset - mark, QS_DEDUP_KEY_BATCH);
+	b.hash = palloc(b.cap * QS_HASH_LEN);
+	b.h = palloc(sizeof(Datum) * b.cap);
+	b.off = palloc(sizeof(Datum) * b.cap);
+	b.at = palloc(sizeof(Datum) * b.cap);
+	args[0] = b.pid;
+	args[1] = Int64GetDatum(mark);
+	portal = qs_cursor(&unkeyed_plan, args, NULL);
+	while (!spent)
+	{
+		SPITupleTable *tt;
+		uint64		nrows;
+
+		SPI_cursor_fetch(portal, true, QS_DEDUP_CHUNK);
+		/* kept apart: flush_keys runs statements of its own */
+		tt = SPI_tuptable;
+		nrows = SPI_processed;
+		if (nrows == 0)
+		{
+			SPI_freetuptable(tt);
+			break;
+		}
+		for (uint64 r = 0; r < nrows && !spent; r++)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(tt->vals[r], tt->tupdesc, 3, &isnull);
+			bytea	   *stored = DatumGetByteaPP(d);
+			const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
+			int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
+			int64		base = DatumGetInt64(SPI_getbinval(tt->vals[r], tt->tupdesc, 1, &isnull));
+			TimestampTz created = DatumGetTimestampTz(SPI_getbinval(tt->vals[r], tt->tupdesc, 2, &isnull));
+
+			CHECK_FOR_INTERRUPTS();
+			if (created >= since)
+				probe_row(base, created, sh, n, InvalidTransactionId, w);
+			for (int k = 0; k < n; k++)
+			{
+				memcpy(b.hash + b.n * QS_HASH_LEN, sh + k * QS_HASH_LEN, QS_HASH_LEN);
+				b.off[b.n] = Int64GetDatum(base + k);
+				b.at[b.n] = TimestampTzGetDatum(created);
+				if (++b.n == b.cap)
+					flush_keys(&b);
+			}
+			keyed = base + n - 1;
+			budget -= n;
+			spent = budget <= 0;
+			if ((Pointer) stored != DatumGetPointer(d))
+				pfree(stored);
+		}
+		SPI_freetuptable(tt);
+	}
+	SPI_cursor_close(portal);
+	flush_keys(&b);
+	pfree(b.hash);
+	pfree(b.h);
+	pfree(b.off);
+	pfree(b.at);
+	if (!spent)
+		return last_offset;		/* every row past the mark keyed, up to the allocator's offset */
+	/* the budget spent: the window past the keys is read */
+	if (keyed < last_offset)
+		each_window_row(pid, Max(keyed, w->floor), since, probe_row, w);
+	return keyed;
+}
+
+static void
+probe_keys(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, int64 last_offset,
+		   int count, const uint8 *in, const bool *probe, QsAppendResult *res)
+{
+	WindowProbe w;
+	Datum		args[4];
+	Datum	   *keys = palloc(sizeof(Datum) * Max(count, 1));
+	int		   *idx = palloc(sizeof(int) * Max(count, 1));
+	int			n = 0;
+	int64		mark = -1;
+
+	res->ndups = 0;
+	probe_init(&w, floor, count, in, probe);
+	args[0] = qs_uuid_datum(pid);
+	qs_exec(&mark_plan, args, NULL, 1);
+	if (SPI_processed == 1)
+		mark = qs_col_int64(0, 1, -1);
+	SPI_freetuptable(SPI_tuptable);
+
+	/* the keyed part: offsets up to the mark */
+	for (int i = 0; i < count; i++)
+	{
+		if (probe && !probe[i])
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		keys[n] = PointerGetDatum(in + i * QS_HASH_LEN);	/* a uuid is its 16 bytes */
+		idx[n++] = i;
+	}
+	if (mark > floor && n > 0)
+	{
+		Datum		kargs[5];
+
+		kargs[0] = args[0];
+		kargs[1] = PointerGetDatum(construct_array(keys, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+		kargs[2] = Int64GetDatum(floor);
+		kargs[3] = TimestampTzGetDatum(since);
+		kargs[4] = Int64GetDatum(mark);
+		qs_exec(&keys_plan, kargs, NULL, 0);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			int64		k = qs_col_int64(r, 1, 0) - 1;
+
+			CHECK_FOR_INTERRUPTS();
+			if (k < 0 || k >= n)
+				elog(ERROR, "dedup key probe returned row %lld of %d", (long long) k, n);
+			w.first[idx[k]] = qs_col_int64(r, 2, -1);
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	pfree(keys);
+	pfree(idx);
+
+	/* the rest: rows past the mark, read (a later occurrence never replaces a keyed one) */
+	if (mark < last_offset)
+	{
+		int64		to = key_rows(pid, mark, last_offset, since, &w);
+
+		if (to != mark)
+		{
+			args[1] = Int64GetDatum(to);
+			qs_exec(&mark_set_plan, args, NULL, 0);
+		}
+	}
+	probe_finish(&w, count, res);
+
+	if (shared != NULL)
+	{
+		PartEntry  *p;
+		TimestampTz now = GetCurrentTimestamp();
+		bool		count_it = false;
+
+		pg_atomic_fetch_add_u64(&shared->key_probes, 1);
+		if (!whole)
+			return;
+		/* only a count of the whole window may find it smaller */
+		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+		p = hash_search(parts, pid, HASH_FIND, NULL);
+		if (p != NULL && p->uncached && now - p->counted_at >= QS_DEDUP_COUNT_EVERY)
+		{
+			p->counted_at = now;
+			count_it = true;
+		}
+		LWLockRelease(shared->lock);
+		if (count_it)
+		{
+			int64		held;
+
+			args[1] = Int64GetDatum(floor);
+			args[2] = TimestampTzGetDatum(since);
+			qs_exec(&held_plan, args, NULL, 1);
+			held = qs_col_int64(0, 1, 0);
+			SPI_freetuptable(SPI_tuptable);
+			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+			p = hash_search(parts, pid, HASH_FIND, NULL);
+			if (p != NULL && p->uncached)
+				p->held = held;
+			LWLockRelease(shared->lock);
+		}
+	}
+}
+
+/*
+ * A partition the cache does not answer for: by key, unless this
+ * transaction reads from one snapshot (REPEATABLE READ, SERIALIZABLE):
+ * keys it wrote from that snapshot could miss rows another push committed
+ * since, so it reads the window and writes nothing.
+ */
+static void
+probe_uncached(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, int64 last_offset,
+			   int count, const uint8 *in, const bool *probe, QsAppendResult *res)
+{
+	if (IsolationUsesXactSnapshot())
+		read_window(pid, floor, whole, since, count, in, probe, res);
+	else
+		probe_keys(pid, floor, whole, since, last_offset, count, in, probe, res);
 }
 
 /*
@@ -889,6 +1200,7 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 		p->gen = ++shared->gen;
 		p->uncached = false;
 		p->held = 0;
+		p->counted_at = 0;	/* never */
 		p->uncached_in = InvalidTransactionId;
 		p->npending = 0;
 		p->naborted = 0;
@@ -1007,10 +1319,16 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	for (int i = 0; i < count && !any; i++)
 		any = probe[i];
 
-	if (shared == NULL || RecoveryInProgress())
+	if (RecoveryInProgress())
 	{
 		if (any)
 			read_window(pid, floor, whole, since, count, in, probe, res);
+		return;
+	}
+	if (shared == NULL)
+	{
+		if (any)
+			probe_uncached(pid, floor, whole, since, last_offset, count, in, probe, res);
 		return;
 	}
 
@@ -1022,7 +1340,7 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 	{
 		LWLockRelease(shared->lock);
 		if (p == NULL && any)
-			read_window(pid, floor, whole, since, count, in, probe, res);
+			probe_uncached(pid, floor, whole, since, last_offset, count, in, probe, res);
 		return;
 	}
 
@@ -1042,8 +1360,9 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 		p = caught_up(&c);
 		if (p == NULL)
 		{
+			/* it outgrew the cache meanwhile */
 			LWLockRelease(shared->lock);
-			read_window(pid, floor, whole, since, count, in, probe, res);
+			probe_uncached(pid, floor, whole, since, last_offset, count, in, probe, res);
 			return;
 		}
 		p->verified = last_offset;
@@ -1170,6 +1489,7 @@ qs_dedup_stats(QsDedupStats *st)
 	}
 	LWLockRelease(shared->lock);
 	st->window_reads = pg_atomic_read_u64(&shared->window_reads);
+	st->key_probes = pg_atomic_read_u64(&shared->key_probes);
 	st->evictions = pg_atomic_read_u64(&shared->evictions);
 	return true;
 }

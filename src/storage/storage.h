@@ -135,6 +135,7 @@ typedef struct QsDedupStats
 	int64		partitions;		/* partitions cached */
 	int64		uncached;		/* partitions whose window outgrew it, read instead */
 	uint64		window_reads;	/* probes answered by reading the window */
+	uint64		key_probes;		/* probes answered from queen.log_txn_keys */
 	uint64		evictions;		/* times a partition stopped being cached */
 } QsDedupStats;
 extern bool qs_dedup_stats(QsDedupStats *st);

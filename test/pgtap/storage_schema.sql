@@ -1,7 +1,7 @@
 -- The storage schema contract (facts §1.1-§1.6): tables, columns, keys,
 -- indexes, blob storage and the signatures of the storage functions.
 BEGIN;
-SELECT plan(115);
+SELECT plan(120);
 
 SELECT has_schema('queen');
 
@@ -24,6 +24,13 @@ SELECT columns_are('queen', 'log_segments', ARRAY[
 	'partition_id', 'base_offset', 'end_offset', 'created_at', 'blob']);
 SELECT columns_are('queen', 'log_txns', ARRAY[
 	'partition_id', 'base_offset', 'end_offset', 'created_at', 'hashes']);
+-- 0.7.0: the keys of partitions the dedup cache does not hold, and their marks.
+SELECT columns_are('queen', 'log_txn_keys', ARRAY['partition_id', 'hash', 'msg_offset', 'created_at']);
+SELECT columns_are('queen', 'log_txn_marks', ARRAY['partition_id', 'indexed']);
+SELECT col_is_pk('queen', 'log_txn_marks', ARRAY['partition_id'], 'log_txn_marks: PK (partition_id)');
+SELECT has_index('queen', 'log_txn_keys', 'log_txn_keys_hash', ARRAY['partition_id', 'hash'],
+                 'log_txn_keys is probed by (partition_id, hash)');
+SELECT col_type_is('queen', 'log_txn_keys', 'hash', 'uuid', 'a key holds its 16 hash bytes as a uuid');
 SELECT columns_are('queen', 'log_consumers', ARRAY[
 	'partition_id', 'consumer_group', 'committed', 'batch_end', 'worker_id', 'lease_expires_at',
 	'lease_acquired_at', 'batch_retry_count', 'attempt_offset', 'attempt_count', 'total_consumed',
@@ -170,8 +177,8 @@ SELECT function_returns('queen', 'uuid_generate_v7', ARRAY[]::text[], 'uuid');
 
 -- The extension owns its objects.
 SELECT has_extension('queen_streams');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'queen_streams'), '0.6.0',
-          'queen_streams version 0.6.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'queen_streams'), '0.7.0',
+          'queen_streams version 0.7.0');
 
 SELECT * FROM finish();
 ROLLBACK;

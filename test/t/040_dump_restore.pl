@@ -89,6 +89,23 @@ is($st, 200, 'push maintenance on');
 is($st, 201, 'push buffered');
 is($src->safe_psql('postgres', 'SELECT count(*) FROM queen.push_buffer'), '1', 'one body held');
 
+# p0 probed by key (0.7.0: queen.log_txn_keys, which dumps leave out): a
+# rolled-back push past a cap of one hash leaves it out of the cache, then
+# a repeated id is looked up by key
+sub keyed_dup
+{
+	my ($node, $txn) = @_;
+	my $push = q{SELECT e->>'status' || ':' || (e->>'message_id')
+	  FROM jsonb_array_elements(queen.push('{"items":[{"queue":"dq","partition":"p0","transactionId":"%s","payload":0}]}')) e};
+	$node->safe_psql('postgres', 'SET queen_streams.dedup_partition_entries = 1; BEGIN; '
+		  . sprintf($push, 'rolled-back') . '; ROLLBACK');
+	return $node->safe_psql('postgres', 'SET queen_streams.dedup_partition_entries = 1; ' . sprintf($push, $txn));
+}
+my $nkeys = q{SELECT count(*) FROM queen.log_txn_keys};
+my $src_a1 = keyed_dup($src, 'a1');
+like($src_a1, qr/^duplicate:/, 'a1 looked up by key');
+cmp_ok($src->safe_psql('postgres', $nkeys), '>', 0, 'the source holds keys');
+
 # ---- dump, restore into a fresh node with the extension preloaded
 my $file = "$PostgreSQL::Test::Utils::tmp_check/queen.dump";
 $src->command_ok([ 'pg_dump', '-Fc', '-d', $src->connstr('postgres'), '-f', $file ], 'pg_dump');
@@ -103,6 +120,8 @@ my $counts = q{SELECT (SELECT count(*) FROM queen.queues) || '/' || (SELECT coun
 	|| '/' || (SELECT count(*) FROM queen_streams.state) || '/' || (SELECT count(*) FROM queen.message_traces)
 	|| '/' || (SELECT count(*) FROM queen.push_buffer) || '/' || (SELECT count(*) FROM queen.system_state)};
 my $src_counts = $src->safe_psql('postgres', $counts);
+is($dst->safe_psql('postgres', q{SELECT (SELECT count(*) FROM queen.log_txn_keys) + (SELECT count(*) FROM queen.log_txn_marks)}), '0',
+	'keys and marks are not dumped');
 is($dst->safe_psql('postgres', $counts), $src_counts, "every table restored ($src_counts)");
 like($src_counts, qr{^[1-9]}, 'there was something to restore');
 my $cursors = q{SELECT string_agg(p.name || ':' || c.consumer_group || ':' || c.committed || ':' || coalesce(c.batch_end::text, '-')
@@ -174,6 +193,10 @@ my $want = steps($src);
 my $got = steps($dst);
 is_deeply($got, $want, 'the restored node answers as the source does')
   or diag explain { source => $want, restored => $got };
+
+# the restored node writes its keys again: the same original, by key
+is(keyed_dup($dst, 'a1'), $src_a1, 'a1 looked up by key on the restored node');
+cmp_ok($dst->safe_psql('postgres', $nkeys), '>', 0, 'the restored node wrote its keys');
 
 # and the answers are the expected ones, not merely equal
 is_deeply($want->{lease_acks}, [ 200, [ $T, $T ] ], 'the lease acked');

@@ -1,8 +1,8 @@
-# A partition whose window outgrows the shared dedup cache is probed by
-# reading its window, and is cached again once its window fits: the cache
+# A partition whose window outgrows the shared dedup cache is probed by key
+# (queen.log_txn_keys), and is cached again once its window fits: the cache
 # does not give up on it for good, nor on a new partition when every place
 # was taken, nor on an id whose first copy left the window. /metrics shows the cache's occupancy,
-# its evictions and the probes that read the window. Every verdict is
+# its evictions and the probes by key. Every verdict is
 # checked on the way.
 use strict;
 use warnings;
@@ -56,11 +56,15 @@ is($m->{cache_partitionsuncached}, 1, 'the partition is no longer cached');
 cmp_ok($m->{cache_evictions_total}, '>=', 1, 'an eviction is counted');
 cmp_ok($m->{cache_hashes}, '<', 768, 'the cache made room below three quarters');
 
-# Uncached, its duplicates are still found, by reading the window.
-my $reads = $m->{window_reads_total};
+# Uncached, its duplicates are still found, through queen.log_txn_keys
+# (written by the probe, from the hash rows, under the row lock).
+my $reads = $m->{key_probes_total};
 my @st = push_ids('a', map { "a-$_" } 1 .. 5, 1196 .. 1200);
-is(count_of('duplicate', @st), 10, 'read from the window, old ids are duplicates');
-cmp_ok(dedup_metrics()->{window_reads_total}, '>', $reads, 'the probe read the window');
+is(count_of('duplicate', @st), 10, 'looked up by key, old ids are duplicates');
+cmp_ok(dedup_metrics()->{key_probes_total}, '>', $reads, 'the probe looked its hashes up');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM queen.log_txn_keys k
+	JOIN queen.log_partitions p ON p.id = k.partition_id WHERE p.name = 'a'}), 1200,
+	'every hash stored before the probe is a key');
 is(dedup_metrics()->{cache_partitionsuncached}, 1, 'a window of 1,200 hashes stays uncached');
 
 # Once the window has emptied, a read finds it small: the next push caches it again.
@@ -71,15 +75,17 @@ $m = dedup_metrics();
 is($m->{cache_partitionsuncached}, 0, 'the partition is cached again');
 is($m->{cache_partitionscached}, 1, 'and answered from the cache');
 $reads = $m->{window_reads_total};
+my $probes = $m->{key_probes_total};
 @st = push_ids('a', map { "b-$_" } 1 .. 10);
 is(count_of('duplicate', @st), 10, 'cached again, the ids it caught up on are duplicates');
 @st = push_ids('a', map { "a-$_" } 1 .. 10, map { "c-$_" } 1 .. 10);
 is(count_of('duplicate', @st), 10, 'so are the ids recorded since');
 is(count_of('queued', @st), 10, 'fresh ids are queued');
 is(dedup_metrics()->{window_reads_total}, $reads, 'without reading the window');
+is(dedup_metrics()->{key_probes_total}, $probes, 'nor looking keys up');
 
 # A partition past queen_streams.dedup_partition_entries stays uncached:
-# its next pushes read the window, they do not cache it again each time.
+# its next pushes go by key, they do not cache it again each time.
 $session = 'SET queen_streams.dedup_partition_entries = 100;';
 is(count_of('queued', push_ids('capped', map { "k-$_" } 1 .. 150)), 150, '150 ids past the partition cap queued');
 $m = dedup_metrics();
