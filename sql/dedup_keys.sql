@@ -35,14 +35,16 @@ SELECT (SELECT count(*) FROM jsonb_array_elements(queen.push(jsonb_build_object(
           (SELECT jsonb_agg(jsonb_build_object('queue', 'dd_big', 'transactionId', 'b' || i, 'payload', i))
              FROM generate_series(1, 5000) i)))) e WHERE e->>'status' = 'duplicate') AS retry_duplicates;
 
--- Past the key budget (65,536 hashes per probe): 80,000 hashes stored with
--- dedup off, in 80 rows, are keyed over two probes, each answering right.
+-- Past the key budget (queen_streams.dedup_key_budget, 6,500 hashes here):
+-- 8,000 hashes stored with dedup off, in 80 rows, are keyed over two
+-- probes, each answering right.
+SET queen_streams.dedup_key_budget = 6500;
 SELECT jsonb_array_length(queen.push('{"items":[{"queue":"dd_budget","payload":0}]}')) AS created;
 UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = 'dd_budget';
 SELECT count(*) AS filled FROM generate_series(1, 80) k,
   LATERAL jsonb_array_elements(queen.push(jsonb_build_object('items',
     (SELECT jsonb_agg(jsonb_build_object('queue', 'dd_budget', 'transactionId', format('g%s-%s', k, i), 'payload', i))
-       FROM generate_series(1, 1000) i))));
+       FROM generate_series(1, 100) i))));
 UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'dd_budget';
 CREATE FUNCTION pg_temp.budget_push(VARIADIC ids text[]) RETURNS text LANGUAGE sql AS $$
 	SELECT string_agg(e->>'status', ',' ORDER BY (e->>'index')::int)
@@ -54,11 +56,12 @@ CREATE FUNCTION pg_temp.budget_state() RETURNS TABLE (mark bigint, last_offset b
 	       (SELECT count(*) FROM queen.log_txn_keys WHERE partition_id = p.id)
 	  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'dd_budget'
 $$;
-SELECT pg_temp.budget_push('g1-1', 'g80-1000', 'fresh-1') AS first_probe;
-SELECT mark, last_offset, keys, mark BETWEEN 65536 AND 66999 AS keyed_one_budget FROM pg_temp.budget_state();
+SELECT pg_temp.budget_push('g1-1', 'g80-100', 'fresh-1') AS first_probe;
+SELECT mark, last_offset, keys, mark BETWEEN 6500 AND 6599 AS keyed_one_budget FROM pg_temp.budget_state();
 SELECT pg_temp.budget_push('g2-2', 'g79-5', 'fresh-1', 'fresh-2') AS second_probe;
 SELECT mark, last_offset, keys, keys = mark + 1 AS every_offset_keyed FROM pg_temp.budget_state();
-SELECT pg_temp.budget_push('g80-999', 'fresh-2', 'fresh-3') AS third_probe;
+SELECT pg_temp.budget_push('g80-99', 'fresh-2', 'fresh-3') AS third_probe;
+RESET queen_streams.dedup_key_budget;
 
 -- At REPEATABLE READ a partition left out of the cache is probed by reading
 -- its window (keys written from an old snapshot could miss rows): same

@@ -23,6 +23,7 @@ extern int	qs_zstd_level;
 extern int	qs_max_segment_kb;
 extern int	qs_dedup_cache_entries;
 extern int	qs_dedup_partition_entries;
+extern int	qs_dedup_key_budget;
 extern int	qs_backend_heap_keep_kb;
 extern char *qs_encryption_key;
 extern bool qs_encryption_fail_open;

@@ -12,6 +12,7 @@ int			qs_zstd_level = 1;
 int			qs_max_segment_kb = 262144;
 int			qs_dedup_cache_entries = 262144;
 int			qs_dedup_partition_entries = 0;
+int			qs_dedup_key_budget = 262144;
 int			qs_backend_heap_keep_kb = 8192;
 char	   *qs_encryption_key = NULL;
 bool		qs_encryption_fail_open = false;
@@ -91,9 +92,17 @@ qs_guc_init(void)
 
 	DefineCustomIntVariable("queen_streams.dedup_partition_entries",
 							gettext_noop("Most hashes one partition may hold in the dedup cache (0: no limit but the cache's)."),
-							gettext_noop("A partition that would hold more is probed by reading its window instead."),
+							gettext_noop("A partition that would hold more is probed by key (queen.log_txn_keys) instead."),
 							&qs_dedup_partition_entries,
 							0, 0, INT_MAX / 2,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.dedup_key_budget",
+							gettext_noop("Most hashes one dedup probe turns into keys (queen.log_txn_keys)."),
+							gettext_noop("A larger backlog is keyed over several probes, each reading the window past the keys meanwhile."),
+							&qs_dedup_key_budget,
+							262144, 1000, INT_MAX / 2,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 

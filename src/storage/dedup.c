@@ -858,14 +858,13 @@ read_window(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, in
  * row each in queen.log_txn_keys, complete for every hash row up to
  * log_txn_marks.indexed. The incoming hashes are looked up among the keys
  * up to the mark; the hash rows past the mark are read and probed, and the
- * first QS_DEDUP_KEY_BUDGET of their hashes become keys (the mark moves past
- * them). A backlog keyed for the first time so takes a few pushes, each of
+ * first queen_streams.dedup_key_budget of their hashes become keys (the mark
+ * moves past them). A backlog keyed for the first time so takes a few pushes, each of
  * which also reads the window past its keys, as 0.6.0 read the whole
  * window; then a probe costs what the push brings. The caller holds the row
  * lock and the keys and the mark commit or roll back with the push, so they
  * are exactly the committed hash rows: the verdict is read_window's.
  */
-#define QS_DEDUP_KEY_BUDGET 65536
 #define QS_DEDUP_KEY_BATCH 8192		/* keys per INSERT */
 
 static QsPlan mark_plan = {
@@ -956,7 +955,7 @@ key_rows(const pg_uuid_t *pid, int64 mark, int64 last_offset, TimestampTz since,
 	Datum		args[2];
 	Portal		portal;
 	KeyBatch	b;
-	int64		budget = QS_DEDUP_KEY_BUDGET;
+	int64		budget = qs_dedup_key_budget;
 	int64		keyed = mark;
 	bool		spent = false;
 
