@@ -859,7 +859,7 @@ read_window(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, in
  * log_txn_marks.indexed. The incoming hashes are looked up among the keys
  * up to the mark; the hash rows past the mark are read and probed, and the
  * first queen_streams.dedup_key_budget of their hashes become keys (the mark
- * moves past them). A backlog keyed for the first time so takes a few pushes, each of
+ * moves past them). A large backlog so takes a few pushes to key, each of
  * which also reads the window past its keys, as 0.6.0 read the whole
  * window; then a probe costs what the push brings. The caller holds the row
  * lock and the keys and the mark commit or roll back with the push, so they
