@@ -102,5 +102,12 @@ SELECT count(*) AS orphan_keys FROM queen.log_txn_keys k
 SELECT count(*) AS orphan_marks FROM queen.log_txn_marks m
  WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = m.partition_id);
 
+-- Deleting the tenant deletes its keys and marks too.
+SELECT (SELECT count(*) FROM queen.log_txn_keys) > 0 AS keys_before,
+       (SELECT count(*) FROM queen.log_txn_marks) > 0 AS marks_before;
+SELECT queen.tenant_delete('00000000-0000-0000-0000-000000000001') ? 'queen.log_txns' AS tenant_deleted;
+SELECT (SELECT count(*) FROM queen.log_txn_keys) AS keys_after,
+       (SELECT count(*) FROM queen.log_txn_marks) AS marks_after;
+
 DROP EXTENSION dblink;
 DROP EXTENSION queen_streams CASCADE;

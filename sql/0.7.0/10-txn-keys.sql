@@ -1,5 +1,5 @@
 -- Hashes of the partitions that the shared dedup cache does not hold (it
--- is full, or the library is not preloaded), one row each, so that probing
+-- is full, or they pass dedup_partition_entries), one row each, so probing
 -- such a partition looks its incoming hashes up instead of reading its
 -- window. Derived from log_txns: the probe that needs them writes them,
 -- under the partition row lock, and log_txn_marks says up to which offset
