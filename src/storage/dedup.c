@@ -701,50 +701,63 @@ typedef bool (*WindowRow) (int64 base, TimestampTz created, const uint8 *hashes,
 						   TransactionId xmin, void *arg);
 
 /*
- * Read a partition's hash rows past `floor` created since `since`, a chunk
- * at a time: each row's base offset, creation time, hashes and xmin go to
- * `row`, in a context reset after every chunk. False from `row` stops.
+ * Run `plan` (its columns: base_offset, created_at, hashes, xmin), a chunk
+ * of rows at a time: each row's values go to `row`, in a context reset after
+ * every chunk. `row` may run statements of its own (the chunk is read from
+ * its own tuple table). False from `row` stops, and is returned.
  */
 static bool
-each_window_row(const pg_uuid_t *pid, int64 floor, TimestampTz since, WindowRow row, void *arg)
+each_row(QsPlan *plan, Datum *args, WindowRow row, void *arg)
 {
-	Datum		args[3];
-	Portal		portal;
+	Portal		portal = qs_cursor(plan, args, NULL);
 	MemoryContext chunk = AllocSetContextCreate(CurrentMemoryContext, "queen_streams dedup window",
 												ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old;
 	bool		ok = true;
 
-	args[0] = qs_uuid_datum(pid);
-	args[1] = Int64GetDatum(floor);
-	args[2] = TimestampTzGetDatum(since);
-	portal = qs_cursor(&newer_plan, args, NULL);
 	while (ok)
 	{
+		SPITupleTable *tt;
+		uint64		nrows;
+
 		SPI_cursor_fetch(portal, true, QS_DEDUP_CHUNK);
-		if (SPI_processed == 0)
+		tt = SPI_tuptable;
+		nrows = SPI_processed;
+		if (nrows == 0)
 		{
-			SPI_freetuptable(SPI_tuptable);
+			SPI_freetuptable(tt);
 			break;
 		}
-		old = MemoryContextSwitchTo(chunk);
-		for (uint64 r = 0; ok && r < SPI_processed; r++)
+		for (uint64 r = 0; ok && r < nrows; r++)
 		{
+			MemoryContext old = MemoryContextSwitchTo(chunk);
 			bool		isnull;
-			bytea	   *stored = DatumGetByteaPP(qs_col(r, 3, &isnull));
+			bytea	   *stored = DatumGetByteaPP(SPI_getbinval(tt->vals[r], tt->tupdesc, 3, &isnull));
 
 			CHECK_FOR_INTERRUPTS();
-			ok = row(qs_col_int64(r, 1, 0), DatumGetTimestampTz(qs_col(r, 2, &isnull)),
+			ok = row(DatumGetInt64(SPI_getbinval(tt->vals[r], tt->tupdesc, 1, &isnull)),
+					 DatumGetTimestampTz(SPI_getbinval(tt->vals[r], tt->tupdesc, 2, &isnull)),
 					 (const uint8 *) VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN,
-					 DatumGetTransactionId(qs_col(r, 4, &isnull)), arg);
+					 DatumGetTransactionId(SPI_getbinval(tt->vals[r], tt->tupdesc, 4, &isnull)), arg);
+			MemoryContextSwitchTo(old);
 		}
-		MemoryContextSwitchTo(old);
 		MemoryContextReset(chunk);
-		SPI_freetuptable(SPI_tuptable);
+		SPI_freetuptable(tt);
 	}
 	SPI_cursor_close(portal);
 	MemoryContextDelete(chunk);
 	return ok;
+}
+
+/* A partition's hash rows past `floor` created since `since`, as each_row gives them. */
+static bool
+each_window_row(const pg_uuid_t *pid, int64 floor, TimestampTz since, WindowRow row, void *arg)
+{
+	Datum		args[3];
+
+	args[0] = qs_uuid_datum(pid);
+	args[1] = Int64GetDatum(floor);
+	args[2] = TimestampTzGetDatum(since);
+	return each_row(&newer_plan, args, row, arg);
 }
 
 /* The uncached probe's incoming hashes: an open-addressing set of frame indexes. */
@@ -781,6 +794,22 @@ probe_row(int64 base, TimestampTz created, const uint8 *sh, int n, TransactionId
 		}
 	}
 	return true;
+}
+
+/*
+ * An uncached partition's window was found to hold `held` hashes past its
+ * floor; only a count of the whole window may find it smaller.
+ */
+static void
+note_held(const pg_uuid_t *pid, int64 held, bool whole)
+{
+	PartEntry  *p;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	p = hash_search(parts, pid, HASH_FIND, NULL);
+	if (p != NULL && p->uncached)
+		p->held = whole ? held : Max(p->held, held);
+	LWLockRelease(shared->lock);
 }
 
 /* The incoming hashes to look for (those flagged in `probe`, or all). */
@@ -841,15 +870,8 @@ read_window(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, in
 
 	if (shared != NULL && !RecoveryInProgress())
 	{
-		PartEntry  *p;
-
 		pg_atomic_fetch_add_u64(&shared->window_reads, 1);
-		LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-		p = hash_search(parts, pid, HASH_FIND, NULL);
-		/* only a read of the whole window may find it smaller */
-		if (p != NULL && p->uncached)
-			p->held = whole ? w.held : Max(p->held, w.held);
-		LWLockRelease(shared->lock);
+		note_held(pid, w.held, whole);
 	}
 }
 
@@ -889,7 +911,7 @@ static QsPlan keys_plan = {
 
 /* the hash rows past the mark, whatever their age: a raised window needs them */
 static QsPlan unkeyed_plan = {
-	"SELECT base_offset, created_at, hashes FROM queen.log_txns"
+	"SELECT base_offset, created_at, hashes, xmin FROM queen.log_txns"
 	" WHERE partition_id = $1 AND base_offset > $2 ORDER BY base_offset",
 	2, {UUIDOID, INT8OID}
 };
@@ -944,6 +966,37 @@ flush_keys(KeyBatch *b)
 	b->n = 0;
 }
 
+/* A keying pass: the probe, the keys waiting, what is left of the budget. */
+typedef struct Keying
+{
+	WindowProbe *w;
+	TimestampTz since;
+	KeyBatch	b;
+	int64		budget;
+	int64		keyed;			/* every row up to this offset keyed */
+} Keying;
+
+static bool
+key_row(int64 base, TimestampTz created, const uint8 *sh, int n, TransactionId xmin, void *arg)
+{
+	Keying	   *k = arg;
+	KeyBatch   *b = &k->b;
+
+	if (created >= k->since)
+		probe_row(base, created, sh, n, xmin, k->w);
+	for (int i = 0; i < n; i++)
+	{
+		memcpy(b->hash + b->n * QS_HASH_LEN, sh + i * QS_HASH_LEN, QS_HASH_LEN);
+		b->off[b->n] = Int64GetDatum(base + i);
+		b->at[b->n] = TimestampTzGetDatum(created);
+		if (++b->n == b->cap)
+			flush_keys(b);
+	}
+	k->keyed = base + n - 1;
+	k->budget -= n;
+	return k->budget > 0;
+}
+
 /*
  * Key the hash rows past `mark`, a budget's worth of whole rows, probing
  * those of the window; then read the rest of the window. Returns the new
@@ -953,77 +1006,34 @@ static int64
 key_rows(const pg_uuid_t *pid, int64 mark, int64 last_offset, TimestampTz since, WindowProbe *w)
 {
 	Datum		args[2];
-	Portal		portal;
-	KeyBatch	b;
-	int64		budget = qs_dedup_key_budget;
-	int64		keyed = mark;
-	bool		spent = false;
+	Keying		k;
+	bool		all;
 
-	b.pid = qs_uuid_datum(pid);
-	b.n = 0;
-	b.cap = (int) Min(last_offset - mark, QS_DEDUP_KEY_BATCH);
-	b.hash = palloc(b.cap * QS_HASH_LEN);
-	b.h = palloc(sizeof(Datum) * b.cap);
-	b.off = palloc(sizeof(Datum) * b.cap);
-	b.at = palloc(sizeof(Datum) * b.cap);
-	args[0] = b.pid;
+	k.w = w;
+	k.since = since;
+	k.budget = qs_dedup_key_budget;
+	k.keyed = mark;
+	k.b.pid = qs_uuid_datum(pid);
+	k.b.n = 0;
+	k.b.cap = (int) Min(last_offset - mark, QS_DEDUP_KEY_BATCH);
+	k.b.hash = palloc(k.b.cap * QS_HASH_LEN);
+	k.b.h = palloc(sizeof(Datum) * k.b.cap);
+	k.b.off = palloc(sizeof(Datum) * k.b.cap);
+	k.b.at = palloc(sizeof(Datum) * k.b.cap);
+	args[0] = k.b.pid;
 	args[1] = Int64GetDatum(mark);
-	portal = qs_cursor(&unkeyed_plan, args, NULL);
-	while (!spent)
-	{
-		SPITupleTable *tt;
-		uint64		nrows;
-
-		SPI_cursor_fetch(portal, true, QS_DEDUP_CHUNK);
-		/* kept apart: flush_keys runs statements of its own */
-		tt = SPI_tuptable;
-		nrows = SPI_processed;
-		if (nrows == 0)
-		{
-			SPI_freetuptable(tt);
-			break;
-		}
-		for (uint64 r = 0; r < nrows && !spent; r++)
-		{
-			bool		isnull;
-			Datum		d = SPI_getbinval(tt->vals[r], tt->tupdesc, 3, &isnull);
-			bytea	   *stored = DatumGetByteaPP(d);
-			const uint8 *sh = (const uint8 *) VARDATA_ANY(stored);
-			int			n = VARSIZE_ANY_EXHDR(stored) / QS_HASH_LEN;
-			int64		base = DatumGetInt64(SPI_getbinval(tt->vals[r], tt->tupdesc, 1, &isnull));
-			TimestampTz created = DatumGetTimestampTz(SPI_getbinval(tt->vals[r], tt->tupdesc, 2, &isnull));
-
-			CHECK_FOR_INTERRUPTS();
-			if (created >= since)
-				probe_row(base, created, sh, n, InvalidTransactionId, w);
-			for (int k = 0; k < n; k++)
-			{
-				memcpy(b.hash + b.n * QS_HASH_LEN, sh + k * QS_HASH_LEN, QS_HASH_LEN);
-				b.off[b.n] = Int64GetDatum(base + k);
-				b.at[b.n] = TimestampTzGetDatum(created);
-				if (++b.n == b.cap)
-					flush_keys(&b);
-			}
-			keyed = base + n - 1;
-			budget -= n;
-			spent = budget <= 0;
-			if ((Pointer) stored != DatumGetPointer(d))
-				pfree(stored);
-		}
-		SPI_freetuptable(tt);
-	}
-	SPI_cursor_close(portal);
-	flush_keys(&b);
-	pfree(b.hash);
-	pfree(b.h);
-	pfree(b.off);
-	pfree(b.at);
-	if (!spent)
+	all = each_row(&unkeyed_plan, args, key_row, &k);
+	flush_keys(&k.b);
+	pfree(k.b.hash);
+	pfree(k.b.h);
+	pfree(k.b.off);
+	pfree(k.b.at);
+	if (all)
 		return last_offset;		/* every row past the mark keyed, up to the allocator's offset */
 	/* the budget spent: the window past the keys is read */
-	if (keyed < last_offset)
-		each_window_row(pid, Max(keyed, w->floor), since, probe_row, w);
-	return keyed;
+	if (k.keyed < last_offset)
+		each_window_row(pid, Max(k.keyed, w->floor), since, probe_row, w);
+	return k.keyed;
 }
 
 static void
@@ -1111,18 +1121,11 @@ probe_keys(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, int
 		LWLockRelease(shared->lock);
 		if (count_it)
 		{
-			int64		held;
-
 			args[1] = Int64GetDatum(floor);
 			args[2] = TimestampTzGetDatum(since);
 			qs_exec(&held_plan, args, NULL, 1);
-			held = qs_col_int64(0, 1, 0);
+			note_held(pid, qs_col_int64(0, 1, 0), true);
 			SPI_freetuptable(SPI_tuptable);
-			LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-			p = hash_search(parts, pid, HASH_FIND, NULL);
-			if (p != NULL && p->uncached)
-				p->held = held;
-			LWLockRelease(shared->lock);
 		}
 	}
 }
