@@ -20,11 +20,15 @@
 # readings, page views), fixed per variant: every segment is compressed on its
 # own, so repeating a batch's content across batches does not flatter zstd.
 # transactionIds must never repeat (the dedup window would answer "duplicate"
-# and write nothing): they are "tx-:k-<i>" with one pgbench variable,
-#   \set n :n + 1   and   \set k :n * 1000 + :client_id
-# so run every invocation with its own -D n=<base> (bases 1e9 apart).
-# One substitution per item keeps pgbench's own CPU small: it rewrites the
-# whole 25 kB query text once per substituted variable.
+# and write nothing): they are "tx-:k16_digits_wide-<i>" with one pgbench
+# variable,
+#   \set n :n + 1   and   \set k16_digits_wide 10^15 + :n * 1000 + :client_id
+# so run every invocation with its own -D n=<base> (bases 1e9 apart, below
+# 10^12). The placeholder is as long as its value (16 characters): pgbench
+# then overwrites it in place, where a shorter one makes it move the rest of
+# the 25 kB query text (and measure it twice) at each of the 100
+# substitutions, client CPU that the INSERT and floor scripts, which have
+# no variables, never pay.
 use strict;
 use warnings;
 
@@ -120,7 +124,7 @@ sub write_file
 	close($fh) or die "$out/$file: $!\n";
 }
 
-my $counter = "\\set n :n + 1\n\\set k :n * 1000 + :client_id\n";
+my $counter = "\\set n :n + 1\n\\set k16_digits_wide 1000000000000000 + :n * 1000 + :client_id\n";
 for my $v (1 .. $variants)
 {
 	srand(7919 * $v + 17);
@@ -141,7 +145,7 @@ for my $v (1 .. $variants)
 		for my $k (0 .. $BATCH - 1)
 		{
 			my $pj = defined $part ? sprintf('"partition":"%s",', $part->($k)) : '';
-			my $tj = $txn ? "\"transactionId\":\"tx-:k-$k\"," : '';
+			my $tj = $txn ? "\"transactionId\":\"tx-:k16_digits_wide-$k\"," : '';
 			push @it, sprintf('{"queue":"%s",%s%s"payload":%s}', $target, $pj, $tj, $p[$k]);
 		}
 		return "SELECT queen.push('{\"items\":[" . join(',', @it) . "]}'::jsonb);\n";
