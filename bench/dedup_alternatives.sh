@@ -50,7 +50,7 @@ for f in "$W"/scripts/index.*.sql; do	# BEGIN; the batched probe-and-record; the
 	p=${f%.sql}; p=${p##*.}
 	pid=$(Q -c "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
 		WHERE q.name = 'iq' AND p.name = 'p-$p'")
-	perl -i -pe "s/^(SELECT queen.push_text.*)\$/BEGIN;\nINSERT INTO bench.txn_idx (partition_id, hash, msg_offset) SELECT '$pid', queen.txn_hash(format('tx-%s-%s', :k, i)), i FROM generate_series(0, 99) i ON CONFLICT DO NOTHING RETURNING hash;\n\$1\nCOMMIT;/" "$f"
+	perl -i -pe "s/^(SELECT queen.push_text.*)\$/BEGIN;\nINSERT INTO bench.txn_idx (partition_id, hash, msg_offset) SELECT '$pid', queen.txn_hash(format('tx-%s-%s', :k16_digits_wide, i)), i FROM generate_series(0, 99) i ON CONFLICT DO NOTHING RETURNING hash;\n\$1\nCOMMIT;/" "$f"
 done
 [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$W/scripts"
 files() { local f; for f in "$W"/scripts/"$1".*.sql; do printf -- '-f scripts/%s ' "${f##*/}"; done; }
