@@ -8,6 +8,12 @@ CREATE FUNCTION pg_temp.push(q text, txn text) RETURNS text LANGUAGE sql AS $$
 	         jsonb_build_object('queue', q, 'transactionId', txn, 'payload', txn))))->0->>'status'
 $$;
 
+-- This database, from another session.
+CREATE FUNCTION pg_temp.self_conn() RETURNS text LANGUAGE sql AS $$
+	SELECT format('dbname=%s port=%s host=%s user=%s', current_database(), current_setting('port'),
+	              split_part(current_setting('unix_socket_directories'), ',', 1), current_user)
+$$;
+
 -- First sight, then a repeat.
 SELECT pg_temp.push('dd', 'a') AS first, pg_temp.push('dd', 'a') AS again;
 
@@ -30,8 +36,7 @@ SELECT pg_temp.push('dd', 'c') AS committed_once;
 -- A push from another session is seen by this one's next probe.
 CREATE EXTENSION IF NOT EXISTS dblink;
 SELECT r->0->>'status' AS other_session
-  FROM dblink(format('dbname=%s port=%s host=%s user=%s', current_database(), current_setting('port'),
-                     split_part(current_setting('unix_socket_directories'), ',', 1), current_user),
+  FROM dblink(pg_temp.self_conn(),
               $$SELECT queen.push('{"items":[{"queue":"dd","transactionId":"d","payload":1}]}')$$) AS t(r jsonb);
 SELECT pg_temp.push('dd', 'd') AS pushed_elsewhere;
 
@@ -73,14 +78,12 @@ COMMIT PREPARED 'dd_p3';
 SELECT pg_temp.push('dd2', 'r1') AS r1, pg_temp.push('dd2', 'r2') AS r2, pg_temp.push('dd2', 'r3') AS r3;
 
 -- Prepared and resolved from another connection.
-SELECT * FROM dblink(format('dbname=%s port=%s host=%s user=%s', current_database(), current_setting('port'),
-                     split_part(current_setting('unix_socket_directories'), ',', 1), current_user),
+SELECT * FROM dblink(pg_temp.self_conn(),
   $$BEGIN; SELECT queen.push('{"items":[{"queue":"dd2","transactionId":"x","payload":1}]}');
     PREPARE TRANSACTION 'dd_p4'$$) AS t(r text);
 ROLLBACK PREPARED 'dd_p4';
 SELECT pg_temp.push('dd2', 'x') AS after_foreign_rollback_prepared;
-SELECT * FROM dblink(format('dbname=%s port=%s host=%s user=%s', current_database(), current_setting('port'),
-                     split_part(current_setting('unix_socket_directories'), ',', 1), current_user),
+SELECT * FROM dblink(pg_temp.self_conn(),
   $$BEGIN; SELECT queen.push('{"items":[{"queue":"dd2","transactionId":"y","payload":1}]}');
     PREPARE TRANSACTION 'dd_p5'$$) AS t(r text);
 COMMIT PREPARED 'dd_p5';
