@@ -24,13 +24,45 @@ bench_lock_build() {
 	fi
 }
 
+# Huge pages for the instance's shared memory when root can reserve them
+# (QS_BENCH_HUGE_PAGES=1, the default; 0: 4 kB pages). Every backend maps
+# each 4 kB page of shared memory it touches with a fault of its own, and
+# the dedup cache is touched at random: on this VM a new connection pushing
+# into a large cache ran at a seventh of its warm speed for its first
+# seconds, the baseline's shared_buffers pay the same. HUGE says which
+# the run got; the reservation is given back at exit.
+HUGE=off
+HUGE_WAS=
+bench_huge_pages() {	# bench_huge_pages MB: reserve MB of 2 MB pages if allowed
+	local want have
+	[ "${QS_BENCH_HUGE_PAGES:-1}" = 1 ] && [ "$(id -u)" -eq 0 ] && [ -w /proc/sys/vm/nr_hugepages ] || return 0
+	HUGE_WAS=$(cat /proc/sys/vm/nr_hugepages)
+	want=$((HUGE_WAS + ($1 + 1) / 2))
+	echo "$want" >/proc/sys/vm/nr_hugepages 2>/dev/null || true
+	have=$(cat /proc/sys/vm/nr_hugepages)
+	if [ "$have" -ge "$want" ]; then
+		HUGE=on
+	else
+		log "could reserve only $((have - HUGE_WAS)) of $((want - HUGE_WAS)) huge pages: 4 kB pages"
+		echo "$HUGE_WAS" >/proc/sys/vm/nr_hugepages
+		HUGE_WAS=
+	fi
+}
+bench_cleanup() {
+	as_pg "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true
+	rm -rf "$W"
+	[ -z "$HUGE_WAS" ] || echo "$HUGE_WAS" >/proc/sys/vm/nr_hugepages
+}
+
 # An instance in W (fsync and synchronous commit on, no listener), database
 # "bench"; Q runs psql in it, start starts it again.
 bench_instance() {
 	W=$(mktemp -d "/tmp/qs-$TAG.XXXXXX")
 	chmod 755 "$W"
 	PORT=$((20000 + RANDOM % 20000))
-	trap 'as_pg "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
+	trap bench_cleanup EXIT
+	# shared_buffers, the dedup cache (~92 bytes an entry) and slack
+	bench_huge_pages $((1024 + CACHE * 92 / 1048576 + 128))
 	[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"
 	as_pg "$BIN/initdb" -D "$W/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
 	cat >>"$W/data/postgresql.conf" <<CONF
@@ -45,6 +77,7 @@ max_wal_size = 4GB
 checkpoint_timeout = 30min
 max_connections = 40
 synchronous_commit = on
+huge_pages = $HUGE
 CONF
 	start
 	as_pg "$BIN/createdb" -h "$W" -p "$PORT" -U postgres bench

@@ -15,21 +15,26 @@
 #     bench/popack.c (libpq, one connection per client) for all three sides:
 #     queen.pop_text, queen.pop, and the baseline.
 #
-#   bash bench/push_table.sh      # as root; about 6 minutes
+#   bash bench/push_table.sh      # as root; about 15 minutes
 #
 # It takes /tmp/queen_streams.test.lock and installs the working tree into
 # the shared PostgreSQL. With QS_BENCH_PG_BIN naming a private copy of the
 # tree (bench/README.md) it installs there and takes no lock.
-# Knobs: QS_BENCH_DURATION (10 s per pgbench point), QS_BENCH_WARMUP (2),
-# QS_BENCH_PREFILL (2500000 messages per side before pop+ack),
-# QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_BUILD (1; 0: use what is installed).
+# Knobs: QS_BENCH_ROUNDS (3: every pgbench and pop+ack point runs once a
+# round, the median is reported), QS_BENCH_DURATION (10 s per point),
+# QS_BENCH_WARMUP (2), QS_BENCH_PREFILL (1.5M messages per round into the
+# baseline before pop+ack, twice that into queen's side), QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_CACHE (24M
+# dedup cache entries), QS_BENCH_HUGE_PAGES (1: bench/lib.sh),
+# QS_BENCH_BUILD (1; 0: use what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PREFILL=${QS_BENCH_PREFILL:-2500000}
+ROUNDS=${QS_BENCH_ROUNDS:-3}
+# pop_text and pop(jsonb) both drain bench_pop: queen's side holds twice as much
+PREFILL=${QS_BENCH_PREFILL:-$((1500000 * ROUNDS))}
 NH=${QS_BENCH_WINDOW_HASHES:-1000000}
 VARIANTS=4
 TAG=push_table
-CACHE=8000000
+CACHE=${QS_BENCH_CACHE:-24000000}	# all the ids the table pushes: no point meets a full cache
 . bench/lib.sh
 bench_lock_build
 bench_instance
@@ -140,11 +145,12 @@ count() {	# messages a side holds now
 	popb) Q -c "SELECT -count(*) FROM bench.q_pop" ;;
 	esac
 }
-declare -A RATE
+declare -A RATE RUNS
+median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 point() {	# point NAME KIND QUEUE CLIENTS MODE pgbench-args...: msgs/s moved in the database
 	local name=$1 kind=$2 queue=$3 c=$4 mode=$5
 	shift 5
-	local j=$((c < NCPU ? c : NCPU)) m0 m1 nx tps
+	local j=$((c < NCPU ? c : NCPU)) m0 m1 nx tps rate
 	INV=$((INV + 1))
 	pgb -c "$c" -j "$j" -M "$mode" -T "$WARM" -D n=$((INV * 1000000000)) "$@" >/dev/null 2>&1 || true
 	Q -c CHECKPOINT
@@ -155,41 +161,51 @@ point() {	# point NAME KIND QUEUE CLIENTS MODE pgbench-args...: msgs/s moved in 
 	m1=$(count "$kind" "$queue")
 	nx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$W/$name.log")
 	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$W/$name.log")
-	RATE[$name]=$(awk -v dm=$((m1 - m0)) -v nx="${nx:-0}" -v tps="${tps:-0}" \
+	rate=$(awk -v dm=$((m1 - m0)) -v nx="${nx:-0}" -v tps="${tps:-0}" \
 		'BEGIN { s = (tps > 0) ? nx / tps : 0; printf "%.0f", (s > 0) ? dm / s : 0 }')
-	log "$name: ${RATE[$name]} msgs/s ($c clients)"
+	RUNS[$name]="${RUNS[$name]:-} $rate"
+	RATE[$name]=$(median "${RUNS[$name]}")
+	log "$name: $rate msgs/s ($c clients)"
 }
 
-log "push points (${DUR}s each after ${WARM}s warm-up)"
+log "push points: $ROUNDS rounds, ${DUR}s each after ${WARM}s warm-up"
 gen base_push base q_push
 for c in 4 8; do
 	gen "text_c$c" spread "text_c$c" push_text
 	create_queue "text_c$c"
-	# shellcheck disable=SC2046
-	point "text_c$c" queen "text_c$c" "$c" simple $(files "text_c$c")
-	# shellcheck disable=SC2046
-	point "base_c$c" base - "$c" simple $(files base_push)
 	engine_scripts "engine_c$c"
-	# shellcheck disable=SC2046
-	point "engine_c$c" queen "engine_c$c" "$c" simple $(files "engine_c$c")
 done
 gen text_notxn notxn text_notxn push_text
 create_queue text_notxn
-# shellcheck disable=SC2046
-point text_notxn_c4 queen text_notxn 4 simple $(files text_notxn)
 gen jsonb_c4 spread jsonb_c4
 create_queue jsonb_c4
-# shellcheck disable=SC2046
-point jsonb_c4 queen jsonb_c4 4 simple $(files jsonb_c4)
+# The sides of a ratio run back to back, and every point once a round: a
+# point's median over the rounds is reported, so that a slow stretch of the
+# machine (fsync latency here moves by 2x within minutes) falls on all sides.
+for round in $(seq 1 "$ROUNDS"); do
+	log "push round $round of $ROUNDS"
+	for c in 4 8; do
+		# shellcheck disable=SC2046
+		point "text_c$c" queen "text_c$c" "$c" simple $(files "text_c$c")
+		# shellcheck disable=SC2046
+		point "base_c$c" base - "$c" simple $(files base_push)
+		# shellcheck disable=SC2046
+		point "engine_c$c" queen "engine_c$c" "$c" simple $(files "engine_c$c")
+	done
+	# shellcheck disable=SC2046
+	point text_notxn_c4 queen text_notxn 4 simple $(files text_notxn)
+	# shellcheck disable=SC2046
+	point jsonb_c4 queen jsonb_c4 4 simple $(files jsonb_c4)
+done
 
-log "pop+ack: pre-filling $PREFILL messages into each side"
+log "pop+ack: pre-filling $((2 * PREFILL)) messages into queen's side, $PREFILL into the baseline"
 per=$(((PREFILL + 799) / 800))
 gen bench_pop notxn bench_pop push_text
 create_queue bench_pop
 gen base_fill base q_pop
 # shellcheck disable=SC2046
 (cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
-	-n -c 8 -j "$NCPU" -M simple -t "$per" -D n=1 $(files bench_pop) bench >/dev/null 2>&1)
+	-n -c 8 -j "$NCPU" -M simple -t $((2 * per)) -D n=1 $(files bench_pop) bench >/dev/null 2>&1)
 # shellcheck disable=SC2046
 (cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
 	-n -c 8 -j "$NCPU" -M simple -t "$per" $(files base_fill) bench >/dev/null 2>&1)
@@ -199,7 +215,7 @@ cc -O2 -o "$W/popack" "$BENCH/popack.c" -I"$("$BIN/pg_config" --includedir)" \
 	-L"$("$BIN/pg_config" --libdir)" -lpq -lpthread
 chmod 755 "$W/popack"
 popack() {	# popack NAME KIND MODE: msgs/s moved in the database, 4 clients
-	local name=$1 kind=$2 mode=$3 m0 m1 secs
+	local name=$1 kind=$2 mode=$3 m0 m1 secs rate
 	as_pg "$W/popack" "host=$W port=$PORT user=postgres dbname=bench" "$mode" 4 "$WARM" >/dev/null || true
 	Q -c CHECKPOINT
 	m0=$(count "$kind" -)
@@ -207,12 +223,17 @@ popack() {	# popack NAME KIND MODE: msgs/s moved in the database, 4 clients
 		log "$name: popack failed: $(tail -3 "$W/$name.log")"
 	m1=$(count "$kind" -)
 	secs=$(sed -n 's/.* seconds \([0-9.]*\)$/\1/p' "$W/$name.log")
-	RATE[$name]=$(awk -v dm=$((m1 - m0)) -v s="${secs:-0}" 'BEGIN { printf "%.0f", (s > 0) ? dm / s : 0 }')
-	log "$name: ${RATE[$name]} msgs/s (4 clients)"
+	rate=$(awk -v dm=$((m1 - m0)) -v s="${secs:-0}" 'BEGIN { printf "%.0f", (s > 0) ? dm / s : 0 }')
+	RUNS[$name]="${RUNS[$name]:-} $rate"
+	RATE[$name]=$(median "${RUNS[$name]}")
+	log "$name: $rate msgs/s (4 clients)"
 }
-popack popack_text_c4 popq text
-popack popack_queen_c4 popq jsonb
-popack popack_base_c4 popb base
+for round in $(seq 1 "$ROUNDS"); do
+	log "pop+ack round $round of $ROUNDS"
+	popack popack_text_c4 popq text
+	popack popack_queen_c4 popq jsonb
+	popack popack_base_c4 popb base
+done
 LEFT_Q=$(Q -c "SELECT min(p.last_offset - coalesce(c.committed, -1)) FROM queen.log_partitions p
 	JOIN queen.queues q ON q.id = p.queue_id LEFT JOIN queen.log_consumers c ON c.partition_id = p.id
 	WHERE q.name = 'bench_pop'")
@@ -227,12 +248,13 @@ CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD); $NCPU CPUs ($CPU),"
 echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg); PostgreSQL $(Q -c 'SHOW server_version'),"
-echo "fsync and synchronous_commit on, ${DUR}s per pgbench point; ~165-byte JSON events, 100 per call."
+echo "fsync and synchronous_commit on, huge pages $HUGE, dedup cache $CACHE entries; ~165-byte JSON events,"
+echo "100 per call; every point ${DUR}s, once in each of $ROUNDS interleaved rounds: the median is used."
 echo
-echo "| point | msgs/s |"
-echo "|---|---:|"
+echo "| point | msgs/s (median) | rounds |"
+echo "|---|---:|---|"
 for p in text_c4 base_c4 engine_c4 text_c8 base_c8 engine_c8 text_notxn_c4 jsonb_c4 popack_text_c4 popack_queen_c4 popack_base_c4; do
-	echo "| $p | ${RATE[$p]} |"
+	echo "| $p | ${RATE[$p]} | $(tr -s ' ' ',' <<<"${RUNS[$p]# }") |"
 done
 echo
 echo "| ratio | value | target | |"

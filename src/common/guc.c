@@ -84,7 +84,7 @@ qs_guc_init(void)
 							gettext_noop("Transaction-id hashes the server keeps in shared memory to answer push dedup probes."),
 							gettext_noop("About 92 bytes of shared memory each, reserved and touched at start when the library is "
 										 "preloaded. A partition whose dedup window holds more than fits is probed "
-										 "by reading its window."),
+										 "by key (queen.log_txn_keys)."),
 							&qs_dedup_cache_entries,
 							262144, 1024, INT_MAX / 2,
 							PGC_POSTMASTER, 0,
