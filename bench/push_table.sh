@@ -23,16 +23,18 @@
 # Knobs: QS_BENCH_ROUNDS (3: every pgbench and pop+ack point runs once a
 # round, the median is reported), QS_BENCH_DURATION (10 s per point),
 # QS_BENCH_WARMUP (2), QS_BENCH_PREFILL (1.5M messages per round into the
-# baseline before pop+ack, twice that into queen's side), QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_CACHE (24M
-# dedup cache entries), QS_BENCH_HUGE_PAGES (1: bench/lib.sh),
-# QS_BENCH_BUILD (1; 0: use what is installed).
+# baseline before pop+ack, three times that into queen's side),
+# QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_CACHE (24M dedup cache
+# entries), QS_BENCH_HUGE_PAGES (1: bench/huge_pages.sh), QS_BENCH_BUILD
+# (1; 0: use what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${QS_BENCH_ROUNDS:-3}
-# pop_text and pop(jsonb) both drain bench_pop: queen's side holds twice as much
+# pop_text and pop(jsonb) both drain bench_pop: queen's side holds three times as much
 PREFILL=${QS_BENCH_PREFILL:-$((1500000 * ROUNDS))}
 NH=${QS_BENCH_WINDOW_HASHES:-1000000}
 VARIANTS=4
+# shellcheck disable=SC2034 # bench/lib.sh logs with it
 TAG=push_table
 CACHE=${QS_BENCH_CACHE:-24000000}	# all the ids the table pushes: no point meets a full cache
 . bench/lib.sh
@@ -198,14 +200,14 @@ for round in $(seq 1 "$ROUNDS"); do
 	point jsonb_c4 queen jsonb_c4 4 simple $(files jsonb_c4)
 done
 
-log "pop+ack: pre-filling $((2 * PREFILL)) messages into queen's side, $PREFILL into the baseline"
+log "pop+ack: pre-filling $((3 * PREFILL)) messages into queen's side, $PREFILL into the baseline"
 per=$(((PREFILL + 799) / 800))
 gen bench_pop notxn bench_pop push_text
 create_queue bench_pop
 gen base_fill base q_pop
 # shellcheck disable=SC2046
 (cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
-	-n -c 8 -j "$NCPU" -M simple -t $((2 * per)) -D n=1 $(files bench_pop) bench >/dev/null 2>&1)
+	-n -c 8 -j "$NCPU" -M simple -t $((3 * per)) -D n=1 $(files bench_pop) bench >/dev/null 2>&1)
 # shellcheck disable=SC2046
 (cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
 	-n -c 8 -j "$NCPU" -M simple -t "$per" $(files base_fill) bench >/dev/null 2>&1)

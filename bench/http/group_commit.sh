@@ -22,7 +22,8 @@
 # whose pg_config installs there, the shared install is not touched),
 # QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT / QS_BENCH_GC_AWAIT (the "on"
 # settings, the defaults: 64, 0, 1 ms),
-# QS_BENCH_HTTP_WORKERS (2, the default of queen_streams.http_workers).
+# QS_BENCH_HTTP_WORKERS (2, the default of queen_streams.http_workers),
+# QS_BENCH_HUGE_PAGES (1: bench/huge_pages.sh).
 # Takes /tmp/queen_streams.test.lock like scripts/test.sh (machine quiet, and
 # `make install` when the shared tree is used); QS_BENCH_LOCK=0 skips it,
 # for a private tree only. Output: a table on stdout and
@@ -59,7 +60,9 @@ WORK=$(mktemp -d /tmp/qs-bench-gc.XXXXXX)
 chmod 755 "$WORK"
 [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$WORK"
 DATA="$WORK/data"
-trap 'as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+. bench/huge_pages.sh
+trap 'as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$WORK"; bench_huge_pages_release' EXIT
+bench_huge_pages 1280	# shared_buffers and slack
 
 cc -O2 -Wall -o "$WORK/loadgen" bench/http/loadgen.c
 as_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 >/dev/null
@@ -69,6 +72,7 @@ listen_addresses = ''
 unix_socket_directories = '$WORK'
 max_connections = 200
 shared_buffers = 1GB
+huge_pages = $HUGE
 max_wal_size = 4GB
 checkpoint_timeout = 30min
 shared_preload_libraries = 'queen_streams'
@@ -182,7 +186,7 @@ r() { awk -v a="$(echo "$1" | field rps)" -v b="$2" 'BEGIN { printf "%.2f", a / 
 {
 	echo "# bench/http/group_commit.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point)"
 	echo
-	echo "$WORKERS HTTP workers; fsync and synchronous_commit on; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms, await ${GC_AWAIT} ms."
+	echo "$WORKERS HTTP workers; fsync and synchronous_commit on; huge pages $HUGE; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms, await ${GC_AWAIT} ms."
 	echo "Machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); 8 kB write+fdatasync: ${FSYNC:-?} ops/s;" \
 		"GET /health, 64 connections: $(echo "$HEALTH" | field rps) req/s (p50 $(echo "$HEALTH" | field p50_ms) ms)."
 	echo
