@@ -63,6 +63,25 @@ SELECT mark, last_offset, keys, keys = mark + 1 AS every_offset_keyed FROM pg_te
 SELECT pg_temp.budget_push('g80-99', 'fresh-2', 'fresh-3') AS third_probe;
 RESET queen_streams.dedup_key_budget;
 
+-- A partition keyed since the last ANALYZE looks rare to the planner: its
+-- probe still descends the index once per incoming hash and never reads
+-- all of the partition's keys (index entries returned in this
+-- transaction: the one duplicate's key, not the 3,000).
+ANALYZE queen.log_txn_keys;
+SELECT count(*) AS filled FROM generate_series(1, 31) k,
+  LATERAL jsonb_array_elements(queen.push(jsonb_build_object('items',
+    (SELECT jsonb_agg(jsonb_build_object('queue', 'dd_rare', 'transactionId', format('r%s-%s', k, i), 'payload', i))
+       FROM generate_series(1, 100) i))));
+SELECT count(*) >= 3000 AS keyed FROM queen.log_txn_keys k
+  JOIN queen.log_partitions p ON p.id = k.partition_id JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.name = 'dd_rare';
+BEGIN;	-- no statistics flush inside: the difference is the pushes'
+SELECT pg_stat_get_xact_tuples_returned('queen.log_txn_keys_hash'::regclass) AS entries_before \gset
+SELECT pg_temp.push('dd_rare', 'r7-7') AS old, pg_temp.push('dd_rare', 'r-fresh') AS fresh;
+SELECT pg_stat_get_xact_tuples_returned('queen.log_txn_keys_hash'::regclass) - :entries_before
+       AS key_entries_read;
+COMMIT;
+
 -- At REPEATABLE READ a partition left out of the cache is probed by reading
 -- its window (keys written from an old snapshot could miss rows): same
 -- verdicts, no key or mark written.

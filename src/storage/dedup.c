@@ -900,12 +900,16 @@ static QsPlan mark_set_plan = {
 	2, {UUIDOID, INT8OID}
 };
 
+/*
+ * One index descent per incoming hash, whatever the statistics say: as a
+ * join, a partition keyed since the last ANALYZE looked rare, and the plan
+ * hashed all of its keys at every push.
+ */
 static QsPlan keys_plan = {
-	"SELECT h.i, min(k.msg_offset)"
-	"  FROM unnest($2::uuid[]) WITH ORDINALITY AS h(hash, i)"
-	"  JOIN queen.log_txn_keys k ON k.partition_id = $1 AND k.hash = h.hash"
-	" WHERE k.msg_offset > $3 AND k.msg_offset <= $5 AND k.created_at >= $4"
-	" GROUP BY h.i ORDER BY h.i",
+	"SELECT h.i, (SELECT min(k.msg_offset) FROM queen.log_txn_keys k"
+	"              WHERE k.partition_id = $1 AND k.hash = h.hash"
+	"                AND k.msg_offset > $3 AND k.msg_offset <= $5 AND k.created_at >= $4)"
+	"  FROM unnest($2::uuid[]) WITH ORDINALITY AS h(hash, i)",
 	5, {UUIDOID, UUIDARRAYOID, INT8OID, TIMESTAMPTZOID, INT8OID}
 };
 
@@ -1081,7 +1085,7 @@ probe_keys(const pg_uuid_t *pid, int64 floor, bool whole, TimestampTz since, int
 			CHECK_FOR_INTERRUPTS();
 			if (k < 0 || k >= n)
 				elog(ERROR, "dedup key probe returned row %lld of %d", (long long) k, n);
-			w.first[idx[k]] = qs_col_int64(r, 2, -1);
+			w.first[idx[k]] = qs_col_int64(r, 2, -1);	/* null: not keyed */
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}
