@@ -41,8 +41,15 @@ enum
 	F_COUNT
 };
 
-static const char *const field_names[F_COUNT] = {
-	"queue", "partition", "transactionId", "traceId", "payload", "data"
+/* the names, with their lengths for the fast path's key match (strlen there was 1% of a push) */
+#define FIELD_NAME(s) {s, sizeof(s) - 1}
+static const struct
+{
+	const char *name;
+	int			len;
+}			field_names[F_COUNT] = {
+	FIELD_NAME("queue"), FIELD_NAME("partition"), FIELD_NAME("transactionId"),
+	FIELD_NAME("traceId"), FIELD_NAME("payload"), FIELD_NAME("data")
 };
 
 typedef struct Field
@@ -191,13 +198,13 @@ item_string(PtState *st, int i, int f, bool required, char **out)
 	{
 		if (required)
 			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-				 psprintf("%s: \"%s\" is required", item_what(i), field_names[f]), NULL);
+				 psprintf("%s: \"%s\" is required", item_what(i), field_names[f].name), NULL);
 		return !required;
 	}
 	if (fd->tok != JSON_TOKEN_STRING)
 	{
 		hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-			 psprintf("%s: \"%s\" must be a string", item_what(i), field_names[f]), NULL);
+			 psprintf("%s: \"%s\" must be a string", item_what(i), field_names[f].name), NULL);
 		return false;
 	}
 	*out = fd->str;
@@ -213,7 +220,7 @@ item_name_ok(PtState *st, int i, int f, const char *name)
 	if (why == NULL)
 		return true;
 	hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-		 psprintf("%s: \"%s\" %s", item_what(i), field_names[f], why),
+		 psprintf("%s: \"%s\" %s", item_what(i), field_names[f].name, why),
 		 strcmp(why, "is too long") == 0 ? psprintf("Names are at most %d bytes.", QS_NAME_MAX) : NULL);
 	return false;
 }
@@ -368,7 +375,7 @@ pt_field_start(void *state, char *fname, bool isnull)
 	{
 		st->field = -1;
 		for (int f = 0; f < F_COUNT; f++)
-			if (strcmp(fname, field_names[f]) == 0)
+			if (strcmp(fname, field_names[f].name) == 0)
 			{
 				Field	   *fd = &st->f[f];
 
@@ -565,8 +572,11 @@ fast_item(PtState *st, QsScan *s)
 		if (!fast_key(s, &key, &klen))
 			return false;
 		for (int i = 0; i < F_COUNT; i++)
-			if ((int) strlen(field_names[i]) == klen && memcmp(key, field_names[i], klen) == 0)
+			if (field_names[i].len == klen && memcmp(key, field_names[i].name, klen) == 0)
+			{
 				f = i;
+				break;
+			}
 		v = s->p;
 		if (!qs_scan_skip(s))
 			return false;
