@@ -38,8 +38,9 @@ bench_instance() {
 	chmod 755 "$W"
 	PORT=$((20000 + RANDOM % 20000))
 	trap bench_cleanup EXIT
-	# shared_buffers, the dedup cache (~92 bytes an entry) and slack
-	bench_huge_pages $((1024 + CACHE * 92 / 1048576 + 128))
+	# shared_buffers, the dedup cache (~92 bytes an entry) and the rest (about
+	# 100 MB; huge_pages = on fails to start rather than fall back unseen)
+	bench_huge_pages $((1024 + CACHE * 92 / 1048576 + 256))
 	[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"
 	as_pg "$BIN/initdb" -D "$W/data" -U postgres -A trust -E UTF8 --no-sync >/dev/null
 	cat >>"$W/data/postgresql.conf" <<CONF
