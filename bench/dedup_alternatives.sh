@@ -24,7 +24,9 @@
 #   bash bench/dedup_alternatives.sh     # as root; about 3 minutes
 #
 # Same lock and knobs as push_table.sh: QS_BENCH_PG_BIN, QS_BENCH_DURATION (10),
-# QS_BENCH_WARMUP (2), QS_BENCH_BUILD (1).
+# QS_BENCH_WARMUP (2), QS_BENCH_BUILD (1), QS_BENCH_HUGE_PAGES (1: shared
+# memory on huge pages, bench/huge_pages.sh; the runs in bench/README.md
+# before 2026-12-05 had 4 kB pages, so their numbers are not comparable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NH=${QS_BENCH_WINDOW_HASHES:-2000000}

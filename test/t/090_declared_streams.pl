@@ -94,9 +94,10 @@ for my $s ([ 'orders.per_minute', $per_minute ], [ 'orders.sessions', $sessions 
 	is($r, 'true', "create_stream $s->[0]");
 }
 
-# ---- kill -9 the postmaster while the per-minute stream is halfway (one
-# event a cycle, 3,000 cycles: with 5 a cycle it once finished all 600
-# between the poll that saw 40 and the kill)
+# ---- kill -9 the postmaster while the per-minute stream is halfway. One
+# event a cycle: the stream needs at least 3,000 cycles (each commit counts
+# one), so fewer at the kill prove it was not done. With 5 a cycle the bound
+# was 600, too tight: a kill once came after 602.
 ok($node->poll_query_until('postgres',
 	"SELECT coalesce(sum(cycles), 0) >= 40 FROM queen_streams.stream_status('orders.per_minute')"),
 	'the stream workers commit cycles');
