@@ -225,6 +225,24 @@ SELECT sum(s.end_offset - s.base_offset + 1) AS frames_stored
   FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
   JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'retryq';
 
+-- Segments are compressed before the window probe, as if nothing repeated;
+-- the probe's verdict still decides. A retry whose payload has grown past
+-- max_segment_size is still the duplicate of its original (dedup goes by
+-- transactionId), and its fresh neighbour lands alone; a fresh item that
+-- large is refused.
+SET queen_streams.max_segment_size = '64kB';
+SELECT queen.push_text('{"items":[{"queue":"limitq","transactionId":"L1","payload":1}]}')::jsonb->0->>'status' AS first;
+SELECT x->>'status' AS status
+  FROM jsonb_array_elements(queen.push_text('{"items":[{"queue":"limitq","transactionId":"L1","payload":"'
+         || repeat('x', 70000) || '"},{"queue":"limitq","transactionId":"L2","payload":2}]}')::jsonb) x;
+SELECT f.transaction_id, f.payload
+  FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id,
+       queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
+ WHERE q.name = 'limitq' ORDER BY s.base_offset, f.idx;
+SELECT queen.push_text('{"items":[{"queue":"limitq","transactionId":"L3","payload":"' || repeat('x', 70000) || '"}]}');
+RESET queen_streams.max_segment_size;
+
 -- A huge push_text is cancelled by statement_timeout while it parses:
 -- 57014, and nothing of it is written.
 CREATE TEMP TABLE cut_text AS

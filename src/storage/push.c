@@ -247,9 +247,10 @@ settle_crossed(QsPushItem *items, GroupAppend *ga, const QsAppendResult *res)
 /*
  * Probe the window (the row is locked) and set the duplicates aside: with
  * `repack` the fresh items stay pending, without it a duplicate group
- * writes nothing.
+ * writes nothing. Whether the pending items changed (a segment packed
+ * before the probe must then be packed again).
  */
-static void
+static bool
 probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a, bool repack)
 {
 	QsAppendResult res;
@@ -264,7 +265,7 @@ probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a,
 	{
 		if (crossed)
 			collect_pending(g, items, ga);
-		return;
+		return crossed;
 	}
 
 	/* the duplicates, by their position among the group's items */
@@ -297,16 +298,7 @@ probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a,
 				items[g->items[k]].status = QS_PUSH_DUPLICATE;
 	}
 	collect_pending(g, items, ga);
-}
-
-/* Whether any pending item has a client id, which can repeat. */
-static bool
-any_probed(GroupAppend *ga)
-{
-	for (int i = 0; i < ga->n; i++)
-		if (ga->probe[i])
-			return true;
-	return false;
+	return true;
 }
 
 /* Pack the group's pending items into its append (none: no segment). */
@@ -346,12 +338,15 @@ group_appended(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany 
 }
 
 /*
- * Append every group (`order`, sorted by pid): the segments of groups that
- * cannot hold a duplicate (no dedup, or fresh ids only) are packed first,
- * outside any lock; then the rows are locked in pid order (one statement; a
- * lone group without dedup is locked by its append), the windows probed and
- * the other groups packed without their duplicates; then one statement
- * appends them all.
+ * Append every group (`order`, sorted by pid). The segments are packed
+ * first, outside any lock, as if nothing were a duplicate: a pusher holds
+ * its partition's row until its commit, and compressing is the longest step
+ * of an append. Then the rows are locked in pid order (one statement; a lone
+ * group without dedup is locked by its append) and the windows probed; a
+ * group the probe changed (a duplicate found) is packed again without its
+ * duplicates. A group with an item over a limit is packed only after its
+ * probe (that item raises when packed, unless it is a duplicate). Then one
+ * statement appends them all.
  */
 static void
 append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
@@ -377,8 +372,7 @@ append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
 		/* with dedup on the window is probed (and the cache kept) under the row lock */
 		probes[g] = ga[g].n > 0 && a[g].window > 0;
 		lock |= probes[g];
-		/* fresh ids only: nothing can be a duplicate, pack it before any lock */
-		if (!probes[g] || !any_probed(&ga[g]))
+		if (!probes[g] || order[g]->bad < 0)
 		{
 			pack_group(order[g], items, &ga[g], &a[g]);
 			packed[g] = true;
@@ -389,8 +383,12 @@ append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
 	for (int g = 0; g < ng; g++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (probes[g])
-			probe_group(order[g], items, &ga[g], &a[g], repack);
+		if (probes[g] && probe_group(order[g], items, &ga[g], &a[g], repack) && packed[g])
+		{
+			if (a[g].blob)
+				pfree(a[g].blob);
+			packed[g] = false;
+		}
 		if (!packed[g])
 			pack_group(order[g], items, &ga[g], &a[g]);
 	}
