@@ -52,6 +52,8 @@ OBJS = \
 	src/storage/dedup.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
+	src/storage/resolve.o \
+	src/storage/row_lock.o \
 	src/storage/segment_write.o \
 	src/storage/push.o \
 	src/storage/push_text.o \

@@ -62,15 +62,25 @@ qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 
 	for (int attempt = 0; attempt < 2; attempt++)
 	{
-		qs_exec(&resolve_plan, args, NULL, 1);
-		if (SPI_processed == 1)
-		{
-			bool		isnull;
+		bool		found;
 
-			out->pid = *DatumGetUUIDP(qs_col(0, 1, &isnull));
-			out->window = DatumGetInt32(qs_col(0, 2, &isnull));
-			out->encrypt = qs_col_bool(0, 3, false);
-			return true;
+		if (qs_resolve_direct(tenant, &queue, &partition, 1, out, &found))
+		{
+			if (found)
+				return true;
+		}
+		else
+		{
+			qs_exec(&resolve_plan, args, NULL, 1);
+			if (SPI_processed == 1)
+			{
+				bool		isnull;
+
+				out->pid = *DatumGetUUIDP(qs_col(0, 1, &isnull));
+				out->window = DatumGetInt32(qs_col(0, 2, &isnull));
+				out->encrypt = qs_col_bool(0, 3, false);
+				return true;
+			}
 		}
 		if (!create || attempt == 1)
 			break;
@@ -93,33 +103,18 @@ static QsPlan resolve_many_plan = {
 	3, {UUIDOID, TEXTARRAYOID, TEXTARRAYOID}
 };
 
-/*
- * qs_partition_resolve for n names at once (distinct pairs): one statement
- * finds those that exist, the others are created one by one.
- */
-void
-qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
-					  const char *const *partitions, int n, QsPartition *out)
+/* resolve_many_plan's rows into out[], found[] */
+static void
+resolve_many_statement(const pg_uuid_t *tenant, const char *const *queues,
+					   const char *const *partitions, int n, QsPartition *out, bool *found)
 {
-	Datum	   *q;
-	Datum	   *p;
-	bool	   *found;
+	Datum	   *q = palloc(sizeof(Datum) * n);
+	Datum	   *p = palloc(sizeof(Datum) * n);
 	Datum		args[3];
 
-	if (n <= 1)
-	{
-		if (n == 1)
-			qs_partition_resolve(tenant, queues[0], partitions[0], true, &out[0]);
-		return;
-	}
-	q = palloc(sizeof(Datum) * n);
-	p = palloc(sizeof(Datum) * n);
-	found = palloc0(sizeof(bool) * n);
 	for (int i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		qs_check_name("queue", NULL, queues[i]);
-		qs_check_name("partition", NULL, partitions[i]);
 		q[i] = CStringGetTextDatum(queues[i]);
 		p[i] = CStringGetTextDatum(partitions[i]);
 	}
@@ -140,86 +135,40 @@ qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
 		found[i] = true;
 	}
 	SPI_freetuptable(SPI_tuptable);
+	pfree(q);
+	pfree(p);
+}
+
+/*
+ * qs_partition_resolve for n names at once (distinct pairs): those that
+ * exist are found at once (resolve.c, or one statement), the others are
+ * created one by one.
+ */
+void
+qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
+					  const char *const *partitions, int n, QsPartition *out)
+{
+	bool	   *found;
+
+	if (n <= 1)
+	{
+		if (n == 1)
+			qs_partition_resolve(tenant, queues[0], partitions[0], true, &out[0]);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		qs_check_name("queue", NULL, queues[i]);
+		qs_check_name("partition", NULL, partitions[i]);
+	}
+	found = palloc0(sizeof(bool) * n);
+	if (!qs_resolve_direct(tenant, queues, partitions, n, out, found))
+		resolve_many_statement(tenant, queues, partitions, n, out, found);
 	for (int i = 0; i < n; i++)
 		if (!found[i])
 			qs_partition_resolve(tenant, queues[i], partitions[i], true, &out[i]);
-	pfree(q);
-	pfree(p);
 	pfree(found);
-}
-
-/*
- * NO KEY UPDATE: it serializes pushers exactly like an UPDATE of the row
- * does, without blocking the FOR KEY SHARE checks of rows that reference the
- * partition (a pop creating its cursor must not wait for an open push).
- * Several rows are locked in id order (the Sort is below the LockRows), the
- * global lock order of appends. The row's ctid is the version locked, which
- * the append then updates (segment_write.c).
- */
-static QsPlan lock_plan = {
-	"SELECT last_offset, txns_start, ctid FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
-	1, {UUIDOID}
-};
-
-static QsPlan lock_many_plan = {
-	"SELECT id, last_offset, txns_start, ctid FROM queen.log_partitions WHERE id = ANY($1)"
-	" ORDER BY id FOR NO KEY UPDATE",
-	1, {UUIDARRAYOID}
-};
-
-static void
-partition_vanished(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("partition vanished mid-push")));
-}
-
-/*
- * Lock the rows of n distinct partitions, `a` sorted by pid, and read their
- * allocators (last_offset, txns_start) before anything is appended.
- */
-void
-qs_appends_lock(QsAppendMany *a, int n)
-{
-	Datum		args[1];
-	bool		isnull;
-
-	if (n == 1)
-	{
-		args[0] = qs_uuid_datum(&a[0].pid);
-		qs_exec(&lock_plan, args, NULL, 1);
-		if (SPI_processed != 1)
-			partition_vanished();
-		a[0].last_offset = qs_col_int64(0, 1, -1);
-		a[0].txns_start = qs_col_int64(0, 2, 0);
-		a[0].ctid = *(ItemPointer) DatumGetPointer(qs_col(0, 3, &isnull));
-	}
-	else
-	{
-		Datum	   *ids = palloc(sizeof(Datum) * n);
-
-		for (int i = 0; i < n; i++)
-			ids[i] = qs_uuid_datum(&a[i].pid);
-		args[0] = PointerGetDatum(construct_array(ids, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
-		qs_exec(&lock_many_plan, args, NULL, 0);
-		if (SPI_processed != (uint64) n)
-			partition_vanished();
-		/* rows in id order, as `a` is */
-		for (int i = 0; i < n; i++)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (memcmp(DatumGetUUIDP(qs_col(i, 1, &isnull))->data, a[i].pid.data, UUID_LEN) != 0)
-				elog(ERROR, "partition lock returned its rows out of order");
-			a[i].last_offset = qs_col_int64(i, 2, -1);
-			a[i].txns_start = qs_col_int64(i, 3, 0);
-			a[i].ctid = *(ItemPointer) DatumGetPointer(qs_col(i, 4, &isnull));
-		}
-		pfree(ids);
-	}
-	SPI_freetuptable(SPI_tuptable);
-	for (int i = 0; i < n; i++)
-		a[i].locked = true;
 }
 
 /*

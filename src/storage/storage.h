@@ -60,6 +60,10 @@ extern bool qs_partition_resolve(const pg_uuid_t *tenant, const char *queue,
 /* the same for n distinct pairs, creating what is missing */
 extern void qs_partitions_resolve(const pg_uuid_t *tenant, const char *const *queues,
 								  const char *const *partitions, int n, QsPartition *out);
+/* resolve.c: those of n pairs that exist, without a statement (false: use one) */
+extern bool qs_resolve_direct(const pg_uuid_t *tenant, const char *const *queues,
+							  const char *const *partitions, int n, QsPartition *out,
+							  bool *found);
 /* the id of the tenant's queue, else 42704 (qs_queue_not_found); inside SPI */
 extern void qs_queue_not_found(const char *queue) pg_attribute_noreturn();
 extern Datum qs_queue_id(const pg_uuid_t *tenant, const char *queue);
@@ -108,7 +112,9 @@ typedef struct QsAppendMany
 	TimestampTz created_at;
 } QsAppendMany;
 
+/* row_lock.c */
 extern void qs_appends_lock(QsAppendMany *a, int n);
+/* allocator.c, segment_write.c */
 extern void qs_appends_run(QsAppendMany *a, int n);
 extern void qs_segments_write(QsAppendMany *a, int n);
 /* "dups": [{"i": frame index, "off": the original's offset}, ...] */
