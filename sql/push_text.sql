@@ -240,6 +240,12 @@ SELECT f.transaction_id, f.payload
   JOIN queen.queues q ON q.id = p.queue_id,
        queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
  WHERE q.name = 'limitq' ORDER BY s.base_offset, f.idx;
+-- The same for a segment over the limit as a whole, not once its
+-- duplicate is set aside.
+SELECT queen.push_text('{"items":[{"queue":"limitq","transactionId":"M1","payload":"' || repeat('m', 40000) || '"}]}')::jsonb->0->>'status' AS first;
+SELECT x->>'status' AS status
+  FROM jsonb_array_elements(queen.push_text('{"items":[{"queue":"limitq","transactionId":"M1","payload":"'
+         || repeat('m', 40000) || '"},{"queue":"limitq","transactionId":"M2","payload":"' || repeat('n', 40000) || '"}]}')::jsonb) x;
 SELECT queen.push_text('{"items":[{"queue":"limitq","transactionId":"L3","payload":"' || repeat('x', 70000) || '"}]}');
 RESET queen_streams.max_segment_size;
 

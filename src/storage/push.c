@@ -301,6 +301,23 @@ probe_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a,
 	return true;
 }
 
+/* Whether any pending item has a client id, which can repeat. */
+static bool
+any_probed(GroupAppend *ga)
+{
+	for (int i = 0; i < ga->n; i++)
+		if (ga->probe[i])
+			return true;
+	return false;
+}
+
+/* Whether packing all of the group's frames breaks no limit. */
+static bool
+within_limits(QsPushGroup *g)
+{
+	return g->bad < 0 && (Size) g->raw.len <= (Size) qs_max_segment_kb * 1024;
+}
+
 /* Pack the group's pending items into its append (none: no segment). */
 static void
 pack_group(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany *a)
@@ -341,12 +358,12 @@ group_appended(QsPushGroup *g, QsPushItem *items, GroupAppend *ga, QsAppendMany 
  * Append every group (`order`, sorted by pid). The segments are packed
  * first, outside any lock, as if nothing were a duplicate: a pusher holds
  * its partition's row until its commit, and compressing is the longest step
- * of an append. Then the rows are locked in pid order (one statement; a lone
- * group without dedup is locked by its append) and the windows probed; a
- * group the probe changed (a duplicate found) is packed again without its
- * duplicates. A group with an item over a limit is packed only after its
- * probe (that item raises when packed, unless it is a duplicate). Then one
- * statement appends them all.
+ * of an append. Then the rows are locked in pid order (a lone group without
+ * dedup is locked by its append) and the windows probed; a group the probe
+ * changed (a duplicate found) is packed again without its duplicates. A
+ * group over a limit (an item, or the whole segment) that a duplicate could
+ * bring back within it is packed only after its probe; one that no
+ * duplicate can save raises before any lock. Then they are all appended.
  */
 static void
 append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
@@ -372,7 +389,7 @@ append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
 		/* with dedup on the window is probed (and the cache kept) under the row lock */
 		probes[g] = ga[g].n > 0 && a[g].window > 0;
 		lock |= probes[g];
-		if (!probes[g] || order[g]->bad < 0)
+		if (!probes[g] || !any_probed(&ga[g]) || within_limits(order[g]))
 		{
 			pack_group(order[g], items, &ga[g], &a[g]);
 			packed[g] = true;
@@ -382,8 +399,11 @@ append_groups(QsPushGroup **order, int ng, QsPushItem *items, bool repack)
 		qs_appends_lock(a, ng);
 	for (int g = 0; g < ng; g++)
 	{
+		bool		changed;
+
 		CHECK_FOR_INTERRUPTS();
-		if (probes[g] && probe_group(order[g], items, &ga[g], &a[g], repack) && packed[g])
+		changed = probes[g] && probe_group(order[g], items, &ga[g], &a[g], repack);
+		if (changed && packed[g])
 		{
 			if (a[g].blob)
 				pfree(a[g].blob);

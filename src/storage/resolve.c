@@ -53,25 +53,20 @@ readable(Oid relid)
 		check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED;
 }
 
-static AttrNumber
-column(Relation rel, const char *name)
-{
-	AttrNumber	att = get_attnum(RelationGetRelid(rel), name);
-
-	if (att == InvalidAttrNumber)
-		elog(ERROR, "queen.%s has no column \"%s\"", RelationGetRelationName(rel), name);
-	return att;
-}
-
+/* Open a table and its unique index on (k1, k2), and a scan of them. */
 static void
-side_open(Side *s, Oid relid, Oid idxid, Snapshot snap)
+side_open(Side *s, Oid relid, Oid idxid, Snapshot snap, const char *k1, const char *k2)
 {
+	Form_pg_index ix;
+
 	s->rel = table_open(relid, AccessShareLock);
 	s->idx = index_open(idxid, AccessShareLock);
-	if (s->idx->rd_index->indrelid != relid || s->idx->rd_index->indnkeyatts != 2 ||
-		!s->idx->rd_index->indisunique)
-		elog(ERROR, "%s is not the unique two-column index resolve expects",
-			 RelationGetRelationName(s->idx));
+	ix = s->idx->rd_index;
+	if (ix->indrelid != relid || !ix->indisunique || !ix->indisvalid || ix->indnkeyatts != 2 ||
+		ix->indkey.values[0] != qs_rel_column(s->rel, k1) ||
+		ix->indkey.values[1] != qs_rel_column(s->rel, k2))
+		elog(ERROR, "%s is not the unique index on (%s, %s) that resolve reads",
+			 RelationGetRelationName(s->idx), k1, k2);
 	s->slot = table_slot_create(s->rel, NULL);
 	s->scan = index_beginscan(s->rel, s->idx, snap, 2, 0);
 }
@@ -130,12 +125,13 @@ qs_resolve_direct(const pg_uuid_t *tenant, const char *const *queues,
 	/* rows this transaction wrote so far (a partition just created) are seen */
 	CommandCounterIncrement();
 	snap = RegisterSnapshot(GetTransactionSnapshot());
-	side_open(&q, queues_id, relation(nsp, "queues_tenant_name_uk"), snap);
-	side_open(&p, parts_id, relation(nsp, "log_partitions_queue_id_name_key"), snap);
-	q_id = column(q.rel, "id");
-	q_window = column(q.rel, "dedup_window_seconds");
-	q_encrypt = column(q.rel, "encryption_enabled");
-	p_id = column(p.rel, "id");
+	side_open(&q, queues_id, relation(nsp, "queues_tenant_name_uk"), snap, "tenant_id", "name");
+	side_open(&p, parts_id, relation(nsp, "log_partitions_queue_id_name_key"), snap,
+			  "queue_id", "name");
+	q_id = qs_rel_column(q.rel, "id");
+	q_window = qs_rel_column(q.rel, "dedup_window_seconds");
+	q_encrypt = qs_rel_column(q.rel, "encryption_enabled");
+	p_id = qs_rel_column(p.rel, "id");
 
 	for (int i = 0; i < n; i++)
 	{

@@ -34,22 +34,13 @@ partition_vanished(void)
 			 errmsg("partition vanished mid-push")));
 }
 
+/* (a delete too is "update" here, as SELECT ... FOR UPDATE words it) */
 static void
-serialization_failure(const char *what)
+serialization_failure(void)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not serialize access due to concurrent %s", what)));
-}
-
-static AttrNumber
-column(Relation rel, const char *name)
-{
-	AttrNumber	att = get_attnum(RelationGetRelid(rel), name);
-
-	if (att == InvalidAttrNumber)
-		elog(ERROR, "queen.%s has no column \"%s\"", RelationGetRelationName(rel), name);
-	return att;
+			 errmsg("could not serialize access due to concurrent update")));
 }
 
 /* Lock one row, found by its id, and keep its locked version's allocator. */
@@ -62,6 +53,7 @@ lock_one(Relation rel, IndexScanDesc scan, Snapshot snap, TupleTableSlot *found,
 	TM_Result	res;
 	ItemPointerData tid;
 	bool		isnull;
+	/* (no LOCK_UPDATE_IN_PROGRESS: every updater conflicts with NO KEY UPDATE) */
 	uint8		flags = IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
 
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(&a->pid));
@@ -77,11 +69,11 @@ lock_one(Relation rel, IndexScanDesc scan, Snapshot snap, TupleTableSlot *found,
 			break;
 		case TM_Updated:
 			/* only without FIND_LAST_VERSION, under a transaction snapshot */
-			serialization_failure("update");
+			serialization_failure();
 			break;
 		case TM_Deleted:
 			if (IsolationUsesXactSnapshot())
-				serialization_failure("delete");
+				serialization_failure();
 			partition_vanished();
 			break;
 		default:
@@ -127,8 +119,8 @@ qs_appends_lock(QsAppendMany *a, int n)
 	if (!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
 		elog(ERROR, "queen.log_partitions has no primary key");
 	idx = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
-	last_offset = column(rel, "last_offset");
-	txns_start = column(rel, "txns_start");
+	last_offset = qs_rel_column(rel, "last_offset");
+	txns_start = qs_rel_column(rel, "txns_start");
 	snap = RegisterSnapshot(GetTransactionSnapshot());
 	found = table_slot_create(rel, NULL);
 	slot = table_slot_create(rel, NULL);

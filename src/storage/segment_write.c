@@ -61,8 +61,9 @@ typedef struct Writer
 	Cols		c;
 } Writer;
 
-static AttrNumber
-column(Relation rel, const char *name)
+/* A column's number, by name (the tables' own columns: an error if missing). */
+AttrNumber
+qs_rel_column(Relation rel, const char *name)
 {
 	TupleDesc	d = RelationGetDescr(rel);
 
@@ -156,11 +157,11 @@ writer_open(Writer *w)
 		rtable = lappend(rtable, rte);
 	}
 
-	w->c.id = column(rels[REL_PARTITIONS], "id");
-	w->c.last_offset = column(rels[REL_PARTITIONS], "last_offset");
-	w->c.last_write_at = column(rels[REL_PARTITIONS], "last_write_at");
-	w->c.oldest_live_at = column(rels[REL_PARTITIONS], "oldest_live_at");
-	w->c.oldest_txn_at = column(rels[REL_PARTITIONS], "oldest_txn_at");
+	w->c.id = qs_rel_column(rels[REL_PARTITIONS], "id");
+	w->c.last_offset = qs_rel_column(rels[REL_PARTITIONS], "last_offset");
+	w->c.last_write_at = qs_rel_column(rels[REL_PARTITIONS], "last_write_at");
+	w->c.oldest_live_at = qs_rel_column(rels[REL_PARTITIONS], "oldest_live_at");
+	w->c.oldest_txn_at = qs_rel_column(rels[REL_PARTITIONS], "oldest_txn_at");
 	/* what the update may change: for UPDATE OF triggers and the indexes' hints */
 	{
 		AttrNumber	upd[] = {w->c.last_offset, w->c.last_write_at, w->c.oldest_live_at,
@@ -193,11 +194,11 @@ writer_open(Writer *w)
 	{
 		Relation	rel = rels[REL_SEGMENTS + k];
 
-		w->c.partition_id[k] = column(rel, "partition_id");
-		w->c.base_offset[k] = column(rel, "base_offset");
-		w->c.end_offset[k] = column(rel, "end_offset");
-		w->c.created_at[k] = column(rel, "created_at");
-		w->c.body[k] = column(rel, k == 0 ? "blob" : "hashes");
+		w->c.partition_id[k] = qs_rel_column(rel, "partition_id");
+		w->c.base_offset[k] = qs_rel_column(rel, "base_offset");
+		w->c.end_offset[k] = qs_rel_column(rel, "end_offset");
+		w->c.created_at[k] = qs_rel_column(rel, "created_at");
+		w->c.body[k] = qs_rel_column(rel, k == 0 ? "blob" : "hashes");
 		all_columns_known(rel, 5);
 		w->row_slot[k] = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(rel), &TTSOpsVirtual);
 	}

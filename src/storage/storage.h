@@ -89,7 +89,7 @@ extern void qs_append_segment_lazy(const pg_uuid_t *pid, int window, int count,
 								   const uint8 *hashes, QsBlobBuilder build, void *arg,
 								   int64 verified, const bool *probe, QsAppendResult *res);
 /*
- * Appends to several partitions in one statement: qs_appends_lock locks
+ * Appends to several partitions at once: qs_appends_lock locks
  * their rows in pid order (`a` sorted by pid) and reads their allocators;
  * qs_appends_run appends each entry's segment (blob set) and records its
  * hashes in the dedup cache.
@@ -117,6 +117,7 @@ extern void qs_appends_lock(QsAppendMany *a, int n);
 /* allocator.c, segment_write.c */
 extern void qs_appends_run(QsAppendMany *a, int n);
 extern void qs_segments_write(QsAppendMany *a, int n);
+extern AttrNumber qs_rel_column(Relation rel, const char *name);
 /* "dups": [{"i": frame index, "off": the original's offset}, ...] */
 extern void qs_write_dups(QsJson *j, int ndups, const int *dup_idx, const int64 *dup_off);
 extern bool qs_frame_at(const pg_uuid_t *pid, int64 offset, QsFrame *frame);
