@@ -16,13 +16,11 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
@@ -34,16 +32,6 @@ typedef struct Side
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 } Side;
-
-static Oid
-relation(Oid nsp, const char *name)
-{
-	Oid			relid = get_relname_relid(name, nsp);
-
-	if (!OidIsValid(relid))
-		elog(ERROR, "queen.%s is missing", name);
-	return relid;
-}
 
 /* Whether a statement of the caller would read the table as it is. */
 static bool
@@ -103,9 +91,8 @@ bool
 qs_resolve_direct(const pg_uuid_t *tenant, const char *const *queues,
 				  const char *const *partitions, int n, QsPartition *out, bool *found)
 {
-	Oid			nsp = get_namespace_oid("queen", false);
-	Oid			queues_id = relation(nsp, "queues");
-	Oid			parts_id = relation(nsp, "log_partitions");
+	Oid			queues_id = qs_rel_oid("queues");
+	Oid			parts_id = qs_rel_oid("log_partitions");
 	Snapshot	snap;
 	Side		q,
 				p;
@@ -125,8 +112,8 @@ qs_resolve_direct(const pg_uuid_t *tenant, const char *const *queues,
 	/* rows this transaction wrote so far (a partition just created) are seen */
 	CommandCounterIncrement();
 	snap = RegisterSnapshot(GetTransactionSnapshot());
-	side_open(&q, queues_id, relation(nsp, "queues_tenant_name_uk"), snap, "tenant_id", "name");
-	side_open(&p, parts_id, relation(nsp, "log_partitions_queue_id_name_key"), snap,
+	side_open(&q, queues_id, qs_rel_oid("queues_tenant_name_uk"), snap, "tenant_id", "name");
+	side_open(&p, parts_id, qs_rel_oid("log_partitions_queue_id_name_key"), snap,
 			  "queue_id", "name");
 	q_id = qs_rel_column(q.rel, "id");
 	q_window = qs_rel_column(q.rel, "dedup_window_seconds");

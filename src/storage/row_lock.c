@@ -18,11 +18,9 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -98,7 +96,7 @@ lock_one(Relation rel, IndexScanDesc scan, Snapshot snap, TupleTableSlot *found,
 void
 qs_appends_lock(QsAppendMany *a, int n)
 {
-	Oid			relid = get_relname_relid("log_partitions", get_namespace_oid("queen", false));
+	Oid			relid = qs_rel_oid("log_partitions");
 	Relation	rel;
 	Relation	idx;
 	Snapshot	snap;
@@ -108,8 +106,6 @@ qs_appends_lock(QsAppendMany *a, int n)
 	AttrNumber	last_offset,
 				txns_start;
 
-	if (!OidIsValid(relid))
-		elog(ERROR, "queen.log_partitions is missing");
 	/* FOR UPDATE asks the caller for UPDATE, as the append's own update does */
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "log_partitions");

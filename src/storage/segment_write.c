@@ -61,6 +61,17 @@ typedef struct Writer
 	Cols		c;
 } Writer;
 
+/* A table (or index) of schema queen, by name: an error if missing. */
+Oid
+qs_rel_oid(const char *name)
+{
+	Oid			relid = get_relname_relid(name, get_namespace_oid("queen", false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "queen.%s is missing", name);
+	return relid;
+}
+
 /* A column's number, by name (the tables' own columns: an error if missing). */
 AttrNumber
 qs_rel_column(Relation rel, const char *name)
@@ -120,7 +131,6 @@ triggers_supported(ResultRelInfo *rri)
 static void
 writer_open(Writer *w)
 {
-	Oid			nsp = get_namespace_oid("queen", false);
 	List	   *rtable = NIL;
 	Relation	rels[NRELS];
 	RangeTblEntry *rtes[NRELS];
@@ -132,11 +142,9 @@ writer_open(Writer *w)
 	old = MemoryContextSwitchTo(w->estate->es_query_cxt);
 	for (int r = 0; r < NRELS; r++)
 	{
-		Oid			relid = get_relname_relid(rel_names[r], nsp);
+		Oid			relid = qs_rel_oid(rel_names[r]);
 		RangeTblEntry *rte;
 
-		if (!OidIsValid(relid))
-			elog(ERROR, "queen.%s is missing", rel_names[r]);
 		/* the caller runs as the extension's owner: check it, as a statement would */
 		if (pg_class_aclcheck(relid, GetUserId(), rel_modes[r]) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, rel_names[r]);

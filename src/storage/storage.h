@@ -117,6 +117,7 @@ extern void qs_appends_lock(QsAppendMany *a, int n);
 /* allocator.c, segment_write.c */
 extern void qs_appends_run(QsAppendMany *a, int n);
 extern void qs_segments_write(QsAppendMany *a, int n);
+extern Oid qs_rel_oid(const char *name);
 extern AttrNumber qs_rel_column(Relation rel, const char *name);
 /* "dups": [{"i": frame index, "off": the original's offset}, ...] */
 extern void qs_write_dups(QsJson *j, int ndups, const int *dup_idx, const int64 *dup_off);
