@@ -15,7 +15,7 @@
 #     data directory's disk (pg_test_fsync), which bounds one flush per
 #     commit.
 #
-#   bash bench/http/group_commit.sh      # as root; about 3 minutes
+#   bash bench/http/group_commit.sh      # as root; about 3 minutes a round
 #
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_PG_BIN
 # (/usr/lib/postgresql/15/bin; with a private copy of the PostgreSQL tree,
@@ -23,6 +23,9 @@
 # QS_BENCH_GC_REQUESTS / QS_BENCH_GC_WAIT / QS_BENCH_GC_AWAIT (the "on"
 # settings, the defaults: 64, 0, 1 ms),
 # QS_BENCH_HTTP_WORKERS (2, the default of queen_streams.http_workers),
+# QS_BENCH_ROUNDS (3: every point runs once a round; a cell is the median of
+# its rounds, with their range, and a ratio the median of the rounds' ratios:
+# the same point moves by 10-15% from one run to the next here),
 # QS_BENCH_HUGE_PAGES (1: bench/huge_pages.sh).
 # Takes /tmp/queen_streams.test.lock like scripts/test.sh (machine quiet, and
 # `make install` when the shared tree is used); QS_BENCH_LOCK=0 skips it,
@@ -39,6 +42,8 @@ GC_REQ=${QS_BENCH_GC_REQUESTS:-64}
 GC_WAIT=${QS_BENCH_GC_WAIT:-0}
 GC_AWAIT=${QS_BENCH_GC_AWAIT:-1}
 WORKERS=${QS_BENCH_HTTP_WORKERS:-2}
+ROUNDS=${QS_BENCH_ROUNDS:-3}
+[ "$ROUNDS" -ge 1 ] || { echo "QS_BENCH_ROUNDS must be at least 1" >&2; exit 1; }
 PORT=$((20000 + RANDOM % 20000))
 HTTP_PORT=$((PORT + 1))
 
@@ -155,57 +160,86 @@ per_commit() {	# PER_COMMIT: requests per group commit since the last call (not 
 		'BEGIN { if (c > 0) printf "%.1f", r / c; else printf "-" }')
 	LAST_C=$c LAST_R=$r
 }
-row() {	# name, loadgen line, requests per commit
-	echo "| $1 | $(echo "$2" | field rps) | $(echo "$2" | field p50_ms) | $(echo "$2" | field p99_ms) | $3 | $(echo "$2" | sed -n 's/.*status //p') |"
-}
 
 log "machine limits: fsync rate, GET /health"
 FSYNC=$(as_pg "$BIN/pg_test_fsync" -s 3 -f "$DATA/fsync_probe" 2>/dev/null |
 	sed -n '/Compare file sync methods using one 8kB write/,/Compare/p' | sed -n 's/^ *fdatasync *\([0-9.]*\) ops\/sec.*/\1/p' | head -1)
 HEALTH=$(lg 64 -m GET -u /health)
 
+# R[point] collects one value a round for each of its fields (point.rps,
+# point.p50, point.p99, point.g for the requests per commit)
 declare -A R
-for mode in off on; do
-	if [ $mode = off ]; then gc 1 0; else gc "$GC_REQ" "$GC_WAIT" "$GC_AWAIT"; fi
-	per_commit
-	log "push, 1 msg/request, 64 connections, one partition, group commit $mode"
-	R[one_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_one.txt"); per_commit; R[one_${mode}_g]=$PER_COMMIT
-	log "push, 1 msg/request, 64 connections, 16 partitions, group commit $mode"
-	R[six_$mode]=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_sixteen.txt"); per_commit; R[six_${mode}_g]=$PER_COMMIT
-	log "cycles over HTTP, 8 connections, group commit $mode"
-	R[cyc_$mode]=$(lg 8 -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt"); per_commit; R[cyc_${mode}_g]=$PER_COMMIT
+keep() {	# point, loadgen line: append its fields to the point's rounds
+	local f
+	for f in rps p50_ms p99_ms; do R[$1.${f%_ms}]="${R[$1.${f%_ms}]:-} $(echo "$2" | field $f)"; done
+	R[$1.g]="${R[$1.g]:-} $PER_COMMIT"
+	R[$1.status]=$(echo "$2" | sed -n 's/.*status //p')
+}
+median() {	# of the numbers in $1 (an even count: the mean of the middle two)
+	tr ' ' '\n' <<<"$1" | sed '/^$/d;/^-$/d' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2; else print "-" }'
+}
+two() { awk '{ if ($1 == "-") print; else printf "%.2f", $1 }'; }
+one() { awk '{ if ($1 == "-") print; else printf "%.1f", $1 }'; }
+range() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | sed -n '1p;$p' | paste -sd- -; }
+ratios() {	# rounds of a, rounds of b (or one number): the rounds' a/b, space separated
+	paste -d' ' <(tr ' ' '\n' <<<"$1" | sed '/^$/d') <(tr ' ' '\n' <<<"$2" | sed '/^$/d') |
+		awk -v k="$2" '{ b = ($2 == "") ? k : $2; printf "%.2f ", $1 / b }'
+}
+for round in $(seq 1 "$ROUNDS"); do
+	log "round $round of $ROUNDS"
+	for mode in off on; do
+		if [ $mode = off ]; then gc 1 0; else gc "$GC_REQ" "$GC_WAIT" "$GC_AWAIT"; fi
+		per_commit
+		log "push, 1 msg/request, 64 connections, one partition, group commit $mode"
+		L=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_one.txt"); per_commit; keep one_$mode "$L"
+		log "push, 1 msg/request, 64 connections, 16 partitions, group commit $mode"
+		L=$(lg 64 -m POST -u /api/v1/push -b "$WORK/push_sixteen.txt"); per_commit; keep six_$mode "$L"
+		log "cycles over HTTP, 8 connections, group commit $mode"
+		L=$(lg 8 -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt"); per_commit; keep cyc_$mode "$L"
+	done
+	log "push over SQL, 64 pgbench clients, one partition / 16"
+	R[sql_one]="${R[sql_one]:-} $(pgb 64 "$WORK/push_one.sql")"
+	R[sql_six]="${R[sql_six]:-} $(pgb 64 "$WORK/push_sixteen.sql")"
+	log "cycles over SQL, 8 pgbench clients"
+	R[sql_cyc]="${R[sql_cyc]:-} $(pgb 8 "$WORK/cycle_sql.sql")"
 done
-log "push over SQL, 64 pgbench clients, one partition / 16"
-SQL_ONE=$(pgb 64 "$WORK/push_one.sql")
-SQL_SIX=$(pgb 64 "$WORK/push_sixteen.sql")
-log "cycles over SQL, 8 pgbench clients"
-SQL_CYC=$(pgb 8 "$WORK/cycle_sql.sql")
 DEFERRED=$(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n 's/^queen_streams_http_group_deferrals_total //p')
 
-r() { awk -v a="$(echo "$1" | field rps)" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+row() {	# name, point
+	echo "| $1 | $(median "${R[$2.rps]}" | awk '{ printf "%.0f", $1 }') ($(range "${R[$2.rps]}")) |" \
+		"$(median "${R[$2.p50]}" | two) | $(median "${R[$2.p99]}" | two) | $(median "${R[$2.g]}" | one) | ${R[$2.status]} |"
+}
+sqlrow() { echo "| $1 | $(median "$2" | awk '{ printf "%.0f", $1 }') ($(range "$2" | sed 's/\.[0-9]*//g')) | | | 1 | |"; }
+ratio() {	# the median of the rounds' a/b, and their range
+	local r
+	r=$(ratios "$1" "$2")
+	echo "**$(median "$r" | two)** ($(range "$r"))"
+}
 {
-	echo "# bench/http/group_commit.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point)"
+	echo "# bench/http/group_commit.sh ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, ${DURATION}s per point, $ROUNDS rounds)"
 	echo
 	echo "$WORKERS HTTP workers; fsync and synchronous_commit on; huge pages $HUGE; group commit on = max_requests $GC_REQ, max_wait ${GC_WAIT} ms, await ${GC_AWAIT} ms."
 	echo "Machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); 8 kB write+fdatasync: ${FSYNC:-?} ops/s;" \
 		"GET /health, 64 connections: $(echo "$HEALTH" | field rps) req/s (p50 $(echo "$HEALTH" | field p50_ms) ms)."
+	echo "Each cell is the median of the rounds (range in brackets); statuses are the last round's."
 	echo
 	echo "| point | req/s | p50 ms | p99 ms | requests per commit | statuses |"
 	echo "|---|---|---|---|---|---|"
-	row "push 1 msg, 64 conns, 1 partition, group commit off" "${R[one_off]}" "${R[one_off_g]}"
-	row "push 1 msg, 64 conns, 1 partition, group commit on" "${R[one_on]}" "${R[one_on_g]}"
-	row "push 1 msg, 64 conns, 16 partitions, group commit off" "${R[six_off]}" "${R[six_off_g]}"
-	row "push 1 msg, 64 conns, 16 partitions, group commit on" "${R[six_on]}" "${R[six_on_g]}"
-	row "cycles, 8 conns, group commit off" "${R[cyc_off]}" "${R[cyc_off_g]}"
-	row "cycles, 8 conns, group commit on" "${R[cyc_on]}" "${R[cyc_on_g]}"
-	echo "| push over SQL, 64 pgbench clients, 1 partition | $SQL_ONE | | | 1 | |"
-	echo "| push over SQL, 64 pgbench clients, 16 partitions | $SQL_SIX | | | 1 | |"
-	echo "| cycles over SQL, 8 pgbench clients | $SQL_CYC | | | 1 | |"
+	row "push 1 msg, 64 conns, 1 partition, group commit off" one_off
+	row "push 1 msg, 64 conns, 1 partition, group commit on" one_on
+	row "push 1 msg, 64 conns, 16 partitions, group commit off" six_off
+	row "push 1 msg, 64 conns, 16 partitions, group commit on" six_on
+	row "cycles, 8 conns, group commit off" cyc_off
+	row "cycles, 8 conns, group commit on" cyc_on
+	sqlrow "push over SQL, 64 pgbench clients, 1 partition" "${R[sql_one]}"
+	sqlrow "push over SQL, 64 pgbench clients, 16 partitions" "${R[sql_six]}"
+	sqlrow "cycles over SQL, 8 pgbench clients" "${R[sql_cyc]}"
 	echo
-	echo "Ratios: push 1 partition on/off **$(r "${R[one_on]}" "$(echo "${R[one_off]}" | field rps)")**," \
-		"16 partitions on/off **$(r "${R[six_on]}" "$(echo "${R[six_off]}" | field rps)")**;" \
-		"against issue 14's 2,130 and 6,200 req/s: **$(r "${R[one_on]}" 2130)** and **$(r "${R[six_on]}" 6200)**;" \
-		"cycles HTTP (on) / SQL **$(r "${R[cyc_on]}" "$SQL_CYC")**;" \
-		"push 1 partition (on) / GET /health **$(r "${R[one_on]}" "$(echo "$HEALTH" | field rps)")**." \
+	echo "Ratios (the median of the rounds' ratios, their range): push 1 partition on/off $(ratio "${R[one_on.rps]}" "${R[one_off.rps]}")," \
+		"16 partitions on/off $(ratio "${R[six_on.rps]}" "${R[six_off.rps]}");" \
+		"against issue 14's 2,130 and 6,200 req/s: $(ratio "${R[one_on.rps]}" 2130) and $(ratio "${R[six_on.rps]}" 6200);" \
+		"cycles HTTP (on) / SQL $(ratio "${R[cyc_on.rps]}" "${R[sql_cyc]}");" \
+		"push 1 partition (on) / GET /health $(ratio "${R[one_on.rps]}" "$(echo "$HEALTH" | field rps)")." \
 		"Deferrals (a request that gave way on a lock): ${DEFERRED:-0}."
 } | tee "$OUT/group_commit.md"
