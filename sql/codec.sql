@@ -21,6 +21,22 @@ SELECT idx, flags, message_id, trace_id, transaction_id, producer_sub, payload
     {"id":"01890a5d-ac96-774b-bcce-b302099a8058","transactionId":"b"},
     {"id":"01890a5d-ac96-774b-bcce-b302099a8059","transactionId":"c","traceId":"11111111-2222-4333-8444-555555555555","producerSub":"me","payload":[1,2]}]'), 3);
 
+-- Both sides of the small-segment size (1024 packed bytes). Below it zstd
+-- runs at level -1, which stores literals raw: a payload of hex digits (few
+-- repeats, 4 bits of entropy a byte) stays about its size, and from 1024 on
+-- the literal stage of level 1 halves it. Either way the frames come back whole.
+CREATE TEMP TABLE hex AS
+SELECT string_agg(md5(i::text), '' ORDER BY i) AS h FROM generate_series(1, 40) i;
+SELECT n AS packed_bytes, length(queen.segment_decompress(b)) = n AS whole,
+       round(length(b)::numeric / n, 1) AS stored_ratio,
+       (SELECT payload::jsonb = to_jsonb(substr(h, 1, n - 26))
+          FROM queen.segment_frames(b, 1)) AS payload_back
+  FROM hex, (SELECT n, queen.segment_pack(jsonb_build_array(jsonb_build_object(
+                  'id', '01890a5d-ac96-774b-bcce-b302099a8057', 'transactionId', 'a',
+                  'payload', substr(h, 1, n - 26)))) AS b
+          FROM hex, (VALUES (1023), (1024), (1025)) v(n)) s
+ ORDER BY n;
+
 -- The decoder never returns a short batch: a wrong count is an error.
 SELECT count(*) FROM queen.segment_frames(queen.segment_pack(
   '[{"id":"01890a5d-ac96-774b-bcce-b302099a8057","transactionId":"a","payload":1}]'), 2);

@@ -65,7 +65,7 @@ qs_guc_init(void)
 
 	DefineCustomIntVariable("queen_streams.zstd_level",
 							gettext_noop("zstd compression level of new log segments."),
-							NULL,
+							gettext_noop("Segments under 1 kB packed are written at level -1."),
 							&qs_zstd_level,
 							1, 1, 19,
 							PGC_USERSET, 0,

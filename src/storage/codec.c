@@ -139,6 +139,16 @@ qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
 	appendBinaryStringInfo(raw, payload, payload_len);
 }
 
+/*
+ * Below this many packed bytes a segment is compressed at zstd's level -1,
+ * whatever zstd_level says. Level -1 stores literals raw: the literal
+ * (Huffman) stage of the positive levels costs about 3 us a segment whatever
+ * its size, more time than the few dozen bytes it saves on a segment of one
+ * or two messages (a request of one message per partition: 16 such segments
+ * a group commit of 32 requests over 16 partitions).
+ */
+#define QS_SMALL_SEGMENT 1024
+
 bytea *
 qs_segment_compress(const char *raw, Size len)
 {
@@ -160,7 +170,8 @@ qs_segment_compress(const char *raw, Size len)
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	}
 	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, qs_zstd_level);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel,
+						   len < QS_SMALL_SEGMENT ? -1 : qs_zstd_level);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 
 	out = palloc(VARHDRSZ + bound);
