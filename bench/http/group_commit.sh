@@ -15,7 +15,7 @@
 #     data directory's disk (pg_test_fsync), which bounds one flush per
 #     commit.
 #
-#   bash bench/http/group_commit.sh      # as root; about 3 minutes a round
+#   bash bench/http/group_commit.sh      # as root; about 2 minutes a round, 1 to set up
 #
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_PG_BIN
 # (/usr/lib/postgresql/15/bin; with a private copy of the PostgreSQL tree,
@@ -210,7 +210,7 @@ row() {	# name, point
 	echo "| $1 | $(median "${R[$2.rps]}" | awk '{ printf "%.0f", $1 }') ($(range "${R[$2.rps]}")) |" \
 		"$(median "${R[$2.p50]}" | two) | $(median "${R[$2.p99]}" | two) | $(median "${R[$2.g]}" | one) | ${R[$2.status]} |"
 }
-sqlrow() { echo "| $1 | $(median "$2" | awk '{ printf "%.0f", $1 }') ($(range "$2" | sed 's/\.[0-9]*//g')) | | | 1 | |"; }
+sqlrow() { echo "| $1 | $(median "$2" | awk '{ printf "%.0f", $1 }') ($(range "$(awk '{ for (i = 1; i <= NF; i++) printf "%.0f ", $i }' <<<"$2")")) | | | 1 | |"; }
 ratio() {	# the median of the rounds' a/b, and their range
 	local r
 	r=$(ratios "$1" "$2")
