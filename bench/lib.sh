@@ -25,6 +25,7 @@ bench_lock_build() {
 }
 
 . "$BENCH/huge_pages.sh"
+. "$BENCH/median.sh"
 bench_cleanup() {
 	as_pg "$BIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true
 	rm -rf "$W"

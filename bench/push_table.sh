@@ -153,10 +153,6 @@ count() {	# messages a side holds now
 	esac
 }
 declare -A RATE RUNS
-median() {	# of the numbers in $1 (an even count: the mean of the middle two)
-	tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g |
-		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 point() {	# point NAME KIND QUEUE CLIENTS MODE pgbench-args...: msgs/s moved in the database
 	local name=$1 kind=$2 queue=$3 c=$4 mode=$5
 	shift 5

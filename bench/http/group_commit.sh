@@ -66,6 +66,7 @@ chmod 755 "$WORK"
 [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$WORK"
 DATA="$WORK/data"
 . bench/huge_pages.sh
+. bench/median.sh
 trap 'as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$WORK"; bench_huge_pages_release' EXIT
 bench_huge_pages 1280	# shared_buffers and slack
 
@@ -174,10 +175,6 @@ keep() {	# point, loadgen line: append its fields to the point's rounds
 	for f in rps p50_ms p99_ms; do R[$1.${f%_ms}]="${R[$1.${f%_ms}]:-} $(echo "$2" | field $f)"; done
 	R[$1.g]="${R[$1.g]:-} $PER_COMMIT"
 	R[$1.status]=$(echo "$2" | sed -n 's/.*status //p')
-}
-median() {	# of the numbers in $1 (an even count: the mean of the middle two)
-	tr ' ' '\n' <<<"$1" | sed '/^$/d;/^-$/d' | sort -g |
-		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2; else print "-" }'
 }
 two() { awk '{ if ($1 == "-") print; else printf "%.2f", $1 }'; }
 one() { awk '{ if ($1 == "-") print; else printf "%.1f", $1 }'; }
