@@ -126,6 +126,14 @@ SELECT pg_temp.both('{"items":[{"queue":"a","payload":{"s":"\ud800"}}]}');
 SELECT pg_temp.both('{"items":[{"queue":"","payload":[1e1000000]}]}');
 SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e-100000}]}');
 SELECT pg_temp.both('{"items":[{"queue":"a","payload":1E+999}]}');
+-- jsonb input checks a number once the token after it has lexed: a bad
+-- token right after a number past numeric is the error reported.
+SELECT pg_temp.both(E'{"items":[{"queue":"a","payload":1e999999\x01}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":[1e999999\u0041]}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e999999 +1}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e999999 "b"}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":[1e999999 , 1]}]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e999999');
 SELECT pg_temp.both('{"items":[{"queue":"a"}]} x');
 SELECT pg_temp.both('{"items":[{"queue":"a",}]}');
 SELECT pg_temp.both('');

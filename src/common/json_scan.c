@@ -12,7 +12,8 @@
  * scanner never changes what is accepted, only how fast.
  *
  * Numbers are checked as jsonb input checks them (numeric_in, for the ones
- * that can fail it), in text order, so their error is the parser's too.
+ * that can fail it), in text order and only once the token after them is
+ * known to lex, so their error is the parser's too.
  */
 #include "common/common.h"
 
@@ -142,7 +143,20 @@ scan_number(QsScan *s)
 	if (p < end && alnum(*p))
 		return false;
 	if (!s->trusted)
+	{
+		/*
+		 * The parser hands a number to jsonb only once it has lexed the next
+		 * token, so a bad token right after it is reported instead. Check
+		 * here only when that token is one that lexes; else give up.
+		 */
+		const char *q = p;
+
+		while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+			q++;
+		if (q >= end || (*q != ',' && *q != '}' && *q != ']'))
+			return false;
 		qs_scan_check_number(start, p - start);
+	}
 	s->p = p;
 	return true;
 }
