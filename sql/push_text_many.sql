@@ -109,4 +109,29 @@ SELECT count(*) FILTER (WHERE x->>'status' = 'queued') AS queued,
 	         'transactionId', 't' || (r * 500 + i)::text, 'payload', i)) FROM generate_series(1, 1000) i))::text
 	  FROM generate_series(1, 100) r))::jsonb[]) a, jsonb_array_elements(a) x;
 
+-- 2,000 generated groups of one to five requests (ids from a small pool,
+-- so that they repeat within and across requests, queues with and without
+-- a window, two partitions, now and then a bad item or a bad text): every
+-- group answers as its requests one by one do.
+SELECT setseed(0.5);
+CREATE FUNCTION pg_temp.gen_item() RETURNS text LANGUAGE sql VOLATILE AS $$
+	SELECT '{' || concat_ws(',',
+		'"queue":' || (ARRAY['"m"', '"m0"', '"m.p"', '"m"', '"m0"', '""'])[1 + floor(random() * (CASE WHEN random() < 0.97 THEN 5 ELSE 6 END))::int],
+		CASE WHEN random() < 0.5 THEN '"partition":' || (ARRAY['"a"', '"b"', 'null'])[1 + floor(random() * 3)::int] END,
+		CASE WHEN random() < 0.7 THEN '"transactionId":' || (ARRAY['"k1"', '"k2"', '"k3"', '"old"', 'null'])[1 + floor(random() * 5)::int] END,
+		CASE WHEN random() < 0.02 THEN '"traceId":"no"' END,
+		'"payload":' || (ARRAY['1', '{"a":[1,2]}', '"é"', '1e5', 'null'])[1 + floor(random() * 5)::int]) || '}' $$;
+CREATE FUNCTION pg_temp.gen_request() RETURNS text LANGUAGE sql VOLATILE AS $$
+	SELECT CASE WHEN random() < 0.01 THEN '{"items":[' ELSE
+		'{"items":[' || coalesce((SELECT string_agg(pg_temp.gen_item(), ',') FROM generate_series(1, floor(random() * 5)::int)), '') || ']}' END $$;
+CREATE TEMP TABLE groups AS
+SELECT g, ARRAY(SELECT pg_temp.gen_request() FROM generate_series(1, 1 + floor(random() * 5)::int + g * 0)) AS reqs
+  FROM generate_series(1, 2000) g;
+SELECT count(DISTINCT reqs) > 1500 AS varied FROM groups;
+CREATE TEMP TABLE group_outcomes AS SELECT g, reqs, pg_temp.seq_many(reqs) AS r FROM groups;
+SELECT CASE WHEN r LIKE 'same: 22%' THEN 'same error' WHEN r LIKE 'same: %' THEN 'same answers' ELSE 'different' END AS outcome,
+       count(*) > 20 AS over_20
+  FROM group_outcomes GROUP BY 1 ORDER BY 1;
+SELECT g, reqs, r FROM group_outcomes WHERE r NOT LIKE 'same: %' ORDER BY g;
+
 DROP EXTENSION queen_streams CASCADE;
