@@ -156,6 +156,42 @@ SELECT pg_temp.seq_many(ARRAY[pg_temp.req('a', '[]', '[{"queue":"snk"}]', NULL),
 SELECT queen_streams.cycle_many('{}') AS no_requests;
 SELECT queen_streams.cycle_many(NULL) AS null_requests;
 
+-- 500 generated groups of one to four cycles on partitions a, b and c:
+-- state ops, sink items whose ids repeat within and across cycles, acks
+-- that keep, release or miss the lease, now and then a bad op or item.
+-- Every group answers and leaves the world as its cycles one by one do.
+SELECT setseed(0.75);
+CREATE FUNCTION pg_temp.pick(a jsonb) RETURNS jsonb LANGUAGE sql VOLATILE AS
+$$ SELECT a->(floor(random() * jsonb_array_length(a))::int) $$;
+CREATE FUNCTION pg_temp.gen_cycle() RETURNS jsonb LANGUAGE sql VOLATILE AS $$
+	SELECT pg_temp.req(
+		(ARRAY['a', 'b', 'c'])[1 + floor(random() * 3)::int],
+		(SELECT coalesce(jsonb_agg(pg_temp.pick('[{"type":"upsert","key":"k","value":1},
+			{"type":"upsert","key":"k","value":{"n":2}}, {"type":"upsert","key":"j","value":"s"},
+			{"type":"delete","key":"k"}, {"type":"delete","key":"none"}, {"type":"upsert","key":"k"},
+			{"type":"upsert","key":"k","value":3}, {"type":"upsert","key":"j","value":[4]}]') || jsonb_build_object('n', i)
+			- 'n'), '[]') FROM generate_series(1, floor(random() * 3)::int) i),
+		(SELECT coalesce(jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+			'queue', pg_temp.pick('["snk", "snk", "snk", "snk", "snk", "snk", "snk0", "snk0", "snk0", ""]'),
+			'partition', pg_temp.pick('["p1", null, null, null]'),
+			'transactionId', pg_temp.pick('["k1", "k2", null]'),
+			'messageId', CASE WHEN random() < 0.1 THEN '55555555-5555-4555-8555-55555555555' || floor(random() * 2)::int END,
+			'payload', i))), '[]') FROM generate_series(1, floor(random() * 4)::int) i),
+		nullif(pg_temp.pick('[null, null, {"count":1}, {"count":2}, {"leaseId":"nope","count":1}]'), 'null'),
+		pg_temp.pick('[{}, {"release_lease":false}, {"release_lease":false}]')) $$;
+CREATE TEMP TABLE cycle_groups AS
+SELECT g, ARRAY(SELECT pg_temp.gen_cycle() FROM generate_series(1, 1 + floor(random() * 4)::int + g * 0)) AS reqs
+  FROM generate_series(1, 500) g;
+SELECT count(DISTINCT reqs) > 450 AS varied FROM cycle_groups;
+CREATE TEMP TABLE cycle_outcomes AS SELECT g, reqs, pg_temp.seq_many(reqs) AS r FROM cycle_groups;
+SELECT count(*) AS groups,
+       count(*) FILTER (WHERE r LIKE '%"success": true%') > 100 AS some_succeed,
+       count(*) FILTER (WHERE r LIKE '%"success": false%') > 100 AS some_fail,
+       count(*) FILTER (WHERE r LIKE '%"dups"%') > 20 AS repeats_collapsed,
+       count(*) FILTER (WHERE r LIKE '%"duplicate"%') > 20 AS duplicates_across
+  FROM cycle_outcomes;
+SELECT g, reqs, r FROM cycle_outcomes WHERE r NOT LIKE 'same:%' ORDER BY g;
+
 -- 600 cycles, two items each into 6 sink partitions: one segment per partition.
 SELECT count(*) FILTER (WHERE a->>'success' = 'true') AS succeeded,
        sum(jsonb_array_length(a->'push_results')) AS results
