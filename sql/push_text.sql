@@ -134,6 +134,8 @@ SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e999999 +1}]}');
 SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e999999 "b"}]}');
 SELECT pg_temp.both('{"items":[{"queue":"a","payload":[1e999999 , 1]}]}');
 SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e999999');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":1e999999]}');
+SELECT pg_temp.both('{"items":[{"queue":"a","payload":[1e999999:1]}]}');
 SELECT pg_temp.both('{"items":[{"queue":"a"}]} x');
 SELECT pg_temp.both('{"items":[{"queue":"a",}]}');
 SELECT pg_temp.both('');

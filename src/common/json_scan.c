@@ -147,13 +147,13 @@ scan_number(QsScan *s)
 		/*
 		 * The parser hands a number to jsonb only once it has lexed the next
 		 * token, so a bad token right after it is reported instead. Check
-		 * here only when that token is one that lexes; else give up.
+		 * here only when that token is ',', '}' or ']', which always lex;
+		 * else give up.
 		 */
-		const char *q = p;
+		QsScan		next = {p, end};
 
-		while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
-			q++;
-		if (q >= end || (*q != ',' && *q != '}' && *q != ']'))
+		qs_scan_ws(&next);
+		if (next.p >= end || (*next.p != ',' && *next.p != '}' && *next.p != ']'))
 			return false;
 		qs_scan_check_number(start, p - start);
 	}
