@@ -144,8 +144,8 @@ qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
  * whatever zstd_level says. Level -1 stores literals raw: the literal
  * (Huffman) stage of the positive levels costs about 3 us a segment whatever
  * its size, more time than the few dozen bytes it saves on a segment of a
- * few small messages (a request of one message per partition: 16 such segments
- * a group commit of 32 requests over 16 partitions).
+ * few small messages (a group commit of 32 one-message requests over 16
+ * partitions writes 16 such segments).
  */
 #define QS_SMALL_SEGMENT 1024
 
