@@ -4,48 +4,7 @@ CREATE EXTENSION queen_streams;
 
 \i test/include/helpers.sql
 
--- A pop's answer with the pop's own lease id read as <lease>.
-CREATE FUNCTION pg_temp.norm(r jsonb) RETURNS jsonb LANGUAGE sql AS $$
-	SELECT jsonb_set(r || jsonb_build_object('leaseId', CASE WHEN r->>'leaseId' IS NULL THEN NULL
-	                                                          WHEN r->>'leaseId' = '' THEN '' ELSE '<lease>' END),
-	                 '{messages}', coalesce((SELECT jsonb_agg(m || jsonb_build_object('leaseId',
-	                                                   CASE WHEN m->>'leaseId' = '' THEN '' ELSE '<lease>' END)
-	                                                 ORDER BY n)
-	                                           FROM jsonb_array_elements(r->'messages') WITH ORDINALITY e(m, n)),
-	                                        '[]'))
-$$;
-
--- pop and pop_text on the same state (each rolled back): the same answer,
--- or the same error.
-CREATE FUNCTION pg_temp.same(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	a jsonb;
-	b jsonb;
-	t json;
-BEGIN
-	BEGIN
-		EXECUTE format('SELECT queen.pop(%s)', q) INTO a;
-		RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = 'undo';
-	EXCEPTION WHEN SQLSTATE 'QS999' THEN NULL;
-	WHEN OTHERS THEN a := to_jsonb('error: ' || SQLSTATE || ' ' || SQLERRM);
-	END;
-	BEGIN
-		EXECUTE format('SELECT queen.pop_text(%s)', q) INTO t;
-		b := t::jsonb;
-		RAISE EXCEPTION USING ERRCODE = 'QS999', MESSAGE = 'undo';
-	EXCEPTION WHEN SQLSTATE 'QS999' THEN NULL;
-	WHEN OTHERS THEN b := to_jsonb('error: ' || SQLSTATE || ' ' || SQLERRM);
-	END;
-	IF jsonb_typeof(a) = 'object' THEN
-		a := pg_temp.norm(a);
-		b := pg_temp.norm(b);
-	END IF;
-	IF a = b THEN
-		RETURN 'same: ' || CASE WHEN jsonb_typeof(a) = 'object'
-		                        THEN jsonb_array_length(a->'messages') || ' messages' ELSE a::text END;
-	END IF;
-	RETURN 'DIFFER: ' || a::text || ' | ' || b::text;
-END $$;
+\i test/include/pop_both.sql
 
 SELECT pg_typeof(queen.push_text('{"items":[{"queue":"pt","payload":{"k":1}}]}')) AS push_text_type;
 SELECT pg_typeof(queen.pop_text('pt', auto_ack => true)) AS pop_text_type;
