@@ -48,11 +48,12 @@ BEGIN
 	END IF;
 	k := random();
 	IF k < 0.95 THEN
-	f := f || ((CASE WHEN k < 0.9 THEN '"payload":' ELSE '"data":' END) || pg_temp.pick(ARRAY['{"k":1}', '{ "b" : 1,  "a":[1 , 2.50] }', '[]', '{}',
-		'1', '-0', '0.5e3', '-0.0e-0', '2E+3', '1e400', '123456789012345678901234567890', 'null', 'true',
-		'"s"', '""', '"\u00e9"', '"\ud83d\ude00"', '"tab\tnl\n\r\b\f"', '"\/"', '"é漢字😀"',
-		'{"a":1,"a":2}', '{"":""}', '[[[[[]]]]]', '{"x":{"y":[null,false,"\"q\""]}}',
-		'"' || repeat('w', 3000) || '"', '"\u0000"', '"\ud800"']));
+		f := f || (CASE WHEN k < 0.9 THEN '"payload":' ELSE '"data":' END
+			|| pg_temp.pick(ARRAY['{"k":1}', '{ "b" : 1,  "a":[1 , 2.50] }', '[]', '{}',
+			'1', '-0', '0.5e3', '-0.0e-0', '2E+3', '1e400', '123456789012345678901234567890', 'null', 'true',
+			'"s"', '""', '"\u00e9"', '"\ud83d\ude00"', '"tab\tnl\n\r\b\f"', '"\/"', '"é漢字😀"',
+			'{"a":1,"a":2}', '{"":""}', '[[[[[]]]]]', '{"x":{"y":[null,false,"\"q\""]}}',
+			'"' || repeat('w', 3000) || '"', '"\u0000"', '"\ud800"']));
 	END IF;
 	RETURN '{' || array_to_string(f, ',') || '}';
 END $$;
@@ -91,9 +92,8 @@ BEGIN
 END $$;
 
 -- Ack some of a real pop's messages: all completed, a prefix, the last only,
--- or failed ones (retries, then the dead letter queue on "dr"; no retry
--- delay, which would make a pop depend on the clock); sometimes
--- under another lease.
+-- or failed ones (the dead letter queue on "dr"; no retry delay, which would
+-- make a pop depend on the clock); sometimes under another lease.
 CREATE FUNCTION pg_temp.ack_some(r jsonb) RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
 	k float8 := random();
