@@ -19,7 +19,6 @@ CREATE FUNCTION pg_temp.pick(a text[]) RETURNS text LANGUAGE sql VOLATILE AS
 $$ SELECT a[1 + floor(random() * array_length(a, 1))::int] $$;
 
 SET queen_streams.encryption_key = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
-SET qs.key = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
 SELECT count(queen.configure(c::jsonb)) AS configured FROM unnest(ARRAY[
 	'{"queue":"dq","options":{"leaseTime":3600,"retryDelay":0}}',
 	'{"queue":"de","options":{"leaseTime":3600,"retryDelay":0,"encryptionEnabled":true}}',
@@ -118,6 +117,8 @@ DECLARE
 	args text;
 	r jsonb;
 	req text;
+	key text := current_setting('queen_streams.encryption_key');
+	level text := current_setting('client_min_messages');
 BEGIN
 	FOR s IN 1 .. steps LOOP
 		k := random();
@@ -140,8 +141,8 @@ BEGIN
 				PERFORM set_config('queen_streams.encryption_key', '', false),
 				        set_config('client_min_messages', 'error', false);
 				INSERT INTO outcomes VALUES (s, args || ' -- no key', pg_temp.same(args));
-				PERFORM set_config('queen_streams.encryption_key', current_setting('qs.key'), false),
-				        set_config('client_min_messages', 'notice', false);
+				PERFORM set_config('queen_streams.encryption_key', key, false),
+				        set_config('client_min_messages', level, false);
 			ELSE
 				INSERT INTO outcomes VALUES (s, args, pg_temp.same(args));
 			END IF;

@@ -31,17 +31,19 @@ CREATE FUNCTION pg_temp.pop_state(lease text) RETURNS text LANGUAGE sql AS $$
 	                            FROM queen.consumer_groups_metadata), '')
 $$;
 
+-- An object's keys in order, duplicates kept (json, not jsonb).
+CREATE FUNCTION pg_temp.keys(o json) RETURNS text LANGUAGE sql AS $$
+	SELECT string_agg(k, ',' ORDER BY n) FROM json_object_keys(o) WITH ORDINALITY e(k, n)
+$$;
+
 -- pop_text's own layout, which a cast to jsonb would hide (duplicate keys,
 -- order): its members in order, the messages last, and each message's.
 CREATE FUNCTION pg_temp.layout(t json) RETURNS text LANGUAGE sql AS $$
 	SELECT CASE WHEN json_typeof(t) <> 'object' THEN 'not an object'
-	            WHEN (SELECT string_agg(k, ',' ORDER BY n) FROM json_object_keys(t) WITH ORDINALITY o(k, n))
-	                 <> 'success,queue,consumerGroup,leaseId,partition,partitionId,partitionsClaimed,messages'
-	            THEN 'members ' || (SELECT string_agg(k, ',' ORDER BY n) FROM json_object_keys(t) WITH ORDINALITY o(k, n))
+	            WHEN pg_temp.keys(t) <> 'success,queue,consumerGroup,leaseId,partition,partitionId,partitionsClaimed,messages'
+	            THEN 'members ' || pg_temp.keys(t)
 	            ELSE coalesce((SELECT 'message ' || string_agg(DISTINCT l, ' / ')
-	                             FROM (SELECT (SELECT string_agg(k, ',' ORDER BY n)
-	                                             FROM json_object_keys(m) WITH ORDINALITY o(k, n)) AS l
-	                                     FROM json_array_elements(t->'messages') m) x
+	                             FROM (SELECT pg_temp.keys(m) AS l FROM json_array_elements(t->'messages') m) x
 	                            WHERE l IS DISTINCT FROM
 	                                  'id,transactionId,partitionId,partition,consumerGroup,leaseId,createdAt,traceId,producerSub,data'),
 	                          'ok') END
