@@ -13,7 +13,10 @@
 #     against an empty one, warm and on a new connection;
 #   - pop+ack, 100 per batch, 4 clients, against the baseline's read+delete:
 #     bench/popack.c (libpq, one connection per client) for all three sides:
-#     queen.pop_text, queen.pop, and the baseline.
+#     queen.pop_text, queen.pop, and the baseline;
+#   - a diagnostic beside the first ratio: push_text and the INSERT at 4
+#     clients with synchronous_commit off, what each costs without waiting
+#     for its commit's flush.
 #
 #   bash bench/push_table.sh      # as root; about 16 minutes
 #
@@ -38,10 +41,10 @@ NH=${QS_BENCH_WINDOW_HASHES:-1000000}
 VARIANTS=4
 # shellcheck disable=SC2034 # bench/lib.sh logs with it
 TAG=push_table
-# all the ids the table pushes (about 6.5M a round here, 1.2M more for the
-# single calls) with room to spare: no point should meet a full cache (the
+# all the ids the table pushes (about 12M a round here, the unsynchronised
+# point 5.5M of them, 1.2M more for the single calls) with room to spare: no point should meet a full cache (the
 # table says how many keys were written: 0 if none did)
-CACHE=${QS_BENCH_CACHE:-$((10000000 * ROUNDS))}
+CACHE=${QS_BENCH_CACHE:-$((16000000 * ROUNDS))}
 . bench/lib.sh
 bench_lock_build
 bench_instance
@@ -140,7 +143,8 @@ NB=$(fresh bigwin nb-); NE=$(fresh emptywin ne-)
 
 # ---------------------------------------------------------------- pgbench points
 INV=0
-pgb() { (cd "$W" && as_pg "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n "$@" bench); }
+# PGB_OPTIONS: settings for the point's sessions (PGOPTIONS)
+pgb() { (cd "$W" && as_pg env PGOPTIONS="${PGB_OPTIONS:-}" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n "$@" bench); }
 count() {	# messages a side holds now
 	case $1 in
 	queen) Q -c "SELECT coalesce(sum(p.last_offset + 1), 0) FROM queen.log_partitions p
@@ -199,6 +203,13 @@ for round in $(seq 1 "$ROUNDS"); do
 		# shellcheck disable=SC2046
 		point "engine_c$c" queen "engine_c$c" "$c" simple $(files "engine_c$c")
 	done
+	# the first pair again without the flush: how much of the ratio is CPU
+	PGB_OPTIONS="-c synchronous_commit=off"
+	# shellcheck disable=SC2046
+	point text_c4_nosync queen text_c4 4 simple $(files text_c4)
+	# shellcheck disable=SC2046
+	point base_c4_nosync base - 4 simple $(files base_push)
+	PGB_OPTIONS=
 	# shellcheck disable=SC2046
 	point text_notxn_c4 queen text_notxn 4 simple $(files text_notxn)
 	# shellcheck disable=SC2046
@@ -274,7 +285,7 @@ echo "the rounds' ratios (their range in brackets); keys written: $KEYS (0: no p
 echo
 echo "| point | msgs/s (median) | rounds |"
 echo "|---|---:|---|"
-for p in text_c4 base_c4 engine_c4 text_c8 base_c8 engine_c8 text_notxn_c4 jsonb_c4 popack_text_c4 popack_queen_c4 popack_base_c4; do
+for p in text_c4 base_c4 engine_c4 text_c4_nosync base_c4_nosync text_c8 base_c8 engine_c8 text_notxn_c4 jsonb_c4 popack_text_c4 popack_queen_c4 popack_base_c4; do
 	echo "| $p | ${RATE[$p]} | $(tr -s ' ' ',' <<<"${RUNS[$p]# }") |"
 done
 echo
@@ -284,6 +295,7 @@ for c in 4 8; do
 	prow "push_text / bare INSERT, $c clients" "text_c$c" "base_c$c" ">=" 2
 	prow "push_text / engine floor, $c clients" "text_c$c" "engine_c$c" ">=" 0.7
 done
+echo "| push_text / bare INSERT, 4 clients, synchronous_commit off | $(rmed text_c4_nosync base_c4_nosync) ($(rrange text_c4_nosync base_c4_nosync)) | (diagnostic: no flush wait) | |"
 prow "with ids / without, 4 clients" text_c4 text_notxn_c4 ">=" 0.8
 echo "| push_text / push(jsonb), 4 clients | $(rmed text_c4 jsonb_c4) ($(rrange text_c4 jsonb_c4)) | (the path it replaces) | |"
 row "100k items / 10k items in one push ($T100 / $T10 ms)" "$(r "$T100" "$T10")" "<=" 12

@@ -119,6 +119,31 @@ SELECT pg_temp.both('{"items":[{"queue":"colon" "payload":1}]}');
 SELECT pg_temp.both('{"items":[{"queue":"comma","payload":1},]}');
 SELECT pg_temp.both('{"items":[{"queue":"obj","payload":{"a":1,"b"}}]}');
 SELECT pg_temp.both('{"items":[{"queue":"obj","payload":{1:2}}]}');
+-- Strings are scanned 8 bytes at a time: a quote, backslash escape,
+-- control character or multibyte character at each offset of a word
+-- (k bytes before it, 17 - k after), in a payload's key and value (the
+-- scanner reads the request), then in its queue name and transaction id
+-- too (an escaped one sends the request to the parser).
+SELECT what, count(*) AS cases,
+       string_agg(DISTINCT substring(r FROM '^(same: [^/:]*|DIFFER)'), ', ') AS results,
+       count(*) FILTER (WHERE r LIKE 'DIFFER%') AS differ
+  FROM (VALUES (1, 'quote', '\"'), (2, 'backslash', '\\'), (3, 'unicode escape', '\u00e9'),
+               (4, 'two-byte', 'é'), (5, 'tab', E'\t'), (6, '0x1f', E'\x1f'),
+               (7, 'space', ' '), (8, 'tilde', '~')) AS v(n, what, c),
+       generate_series(0, 16) k,
+       LATERAL (SELECT repeat('a', k) || c || repeat('b', 17 - k) AS s) x,
+       LATERAL (VALUES (pg_temp.both(format('{"items":[{"queue":"q","payload":{"%s":"%s"}}]}', s, s))),
+                       (pg_temp.both(format('{"items":[{"queue":"q%s","transactionId":"%s","payload":"%s"}]}',
+                                            s, s, s)))) AS b(r)
+ GROUP BY n, what ORDER BY n;
+-- An item's key spelled with a \u escape at each of its bytes is that key
+-- (the second item is a duplicate), wherever the escape falls in a word.
+SELECT count(*) AS cases, string_agg(DISTINCT left(r, 30), ', ') AS results,
+       count(*) FILTER (WHERE r LIKE 'DIFFER%') AS differ
+  FROM generate_series(0, 12) i,
+       LATERAL (SELECT left('transactionId', i) || '\u' || lpad(to_hex(ascii(substr('transactionId', i + 1, 1))), 4, '0')
+                       || substr('transactionId', i + 2) AS key) x,
+       LATERAL pg_temp.both(format('{"items":[{"queue":"q","%s":"same"},{"queue":"q","%s":"same"}]}', key, key)) AS r;
 
 -- A duplicate of a committed push answers the original's id, as push does.
 CREATE TEMP TABLE orig AS

@@ -112,7 +112,49 @@ typedef struct QsScan
 	bool		trusted;		/* text we wrote: \u escapes skipped, numbers not checked */
 } QsScan;
 
-extern void qs_scan_ws(QsScan *s);
+/*
+ * Whether none of 8 bytes ends a run of plain string bytes: '"', '\\' or a
+ * control character. Each term is the "has a zero byte" test (exact for
+ * "some byte", which is all that is asked), on v with '"' and '\\' xored
+ * out and on v less 0x20; bytes from 0x80 up never count.
+ */
+static inline bool
+qs_json_plain8(uint64 v)
+{
+	const uint64 ones = UINT64CONST(0x0101010101010101);
+	uint64		q = v ^ (ones * '"');
+	uint64		b = v ^ (ones * '\\');
+	uint64		hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((v - ones * 0x20) & ~v);
+
+	return (hit & (ones * 0x80)) == 0;
+}
+
+/* Where the run of plain string bytes starting at p ends (end at most). */
+static inline const char *
+qs_json_plain_run(const char *p, const char *end)
+{
+	uint64		v;
+
+	while (end - p >= 8)
+	{
+		memcpy(&v, p, 8);
+		if (!qs_json_plain8(v))
+			break;
+		p += 8;
+	}
+	while (p < end && *p != '"' && *p != '\\' && (unsigned char) *p >= 0x20)
+		p++;
+	return p;
+}
+
+/* JSON white space: inline, as the scanner steps over it between every two tokens */
+static inline void
+qs_scan_ws(QsScan *s)
+{
+	while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
 extern bool qs_scan_string(QsScan *s, bool *escaped);
 extern bool qs_scan_skip(QsScan *s);
 extern bool qs_scan_key(QsScan *s, const char **key, int *klen, bool *escaped);

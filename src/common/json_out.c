@@ -26,18 +26,13 @@ qsj_init(QsJson *j)
 static void
 put_string(StringInfo buf, const char *s, int len)
 {
-	for (int i = 0; i < len; i++)
+	if (qs_json_plain_run(s, s + len) != s + len)
 	{
-		unsigned char ch = (unsigned char) s[i];
+		char	   *copy = pnstrdup(s, len);
 
-		if (ch < 0x20 || ch == '"' || ch == '\\')
-		{
-			char	   *copy = pnstrdup(s, len);
-
-			escape_json(buf, copy);
-			pfree(copy);
-			return;
-		}
+		escape_json(buf, copy);
+		pfree(copy);
+		return;
 	}
 	enlargeStringInfo(buf, len + 2);
 	buf->data[buf->len++] = '"';
@@ -56,18 +51,13 @@ qsj_key(QsJson *j, const char *key)
 	int			len = key ? strlen(key) : 0;
 
 	j->first[j->depth] = false;
-	for (int i = 0; i < len; i++)
+	if (key && qs_json_plain_run(key, key + len) != key + len)
 	{
-		unsigned char ch = (unsigned char) key[i];
-
-		if (ch < 0x20 || ch == '"' || ch == '\\')
-		{
-			if (comma)
-				appendStringInfoChar(buf, ',');
-			put_string(buf, key, len);
-			appendStringInfoChar(buf, ':');
-			return;
-		}
+		if (comma)
+			appendStringInfoChar(buf, ',');
+		put_string(buf, key, len);
+		appendStringInfoChar(buf, ':');
+		return;
 	}
 	enlargeStringInfo(buf, len + 4);
 	if (comma)

@@ -36,13 +36,6 @@ digit(unsigned char c)
 	return c >= '0' && c <= '9';
 }
 
-void
-qs_scan_ws(QsScan *s)
-{
-	while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
-		s->p++;
-}
-
 /*
  * jsonb input turns every number into numeric, which refuses some that
  * JSON's grammar allows (exponents past numeric's range). Only an exponent
@@ -70,8 +63,7 @@ qs_scan_string(QsScan *s, bool *escaped)
 	*escaped = false;
 	for (;;)
 	{
-		while (p < end && *p != '"' && *p != '\\' && (unsigned char) *p >= 0x20)
-			p++;
+		p = qs_json_plain_run(p, end);
 		if (p >= end)
 			return false;
 		if (*p == '"')
