@@ -18,7 +18,7 @@
 #     clients with synchronous_commit off, what each costs without waiting
 #     for its commit's flush.
 #
-#   bash bench/push_table.sh      # as root; about 16 minutes
+#   bash bench/push_table.sh      # as root; about 18 minutes
 #
 # It takes /tmp/queen_streams.test.lock and installs the working tree into
 # the shared PostgreSQL. With QS_BENCH_PG_BIN naming a private copy of the
@@ -28,8 +28,8 @@
 # point), QS_BENCH_WARMUP (2), QS_BENCH_PREFILL (messages into the baseline
 # before pop+ack, 1.5M per round; three times that into queen's side),
 # QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_CACHE (dedup cache entries,
-# 10M per round), QS_BENCH_HUGE_PAGES (1: bench/huge_pages.sh), QS_BENCH_BUILD
-# (1; 0: use what is installed).
+# 20M per round: 1.8 GB of shared memory a round), QS_BENCH_HUGE_PAGES (1:
+# bench/huge_pages.sh), QS_BENCH_BUILD (1; 0: use what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${QS_BENCH_ROUNDS:-3}
@@ -41,10 +41,11 @@ NH=${QS_BENCH_WINDOW_HASHES:-1000000}
 VARIANTS=4
 # shellcheck disable=SC2034 # bench/lib.sh logs with it
 TAG=push_table
-# all the ids the table pushes (about 12M a round here, the unsynchronised
-# point 5.5M of them, 1.2M more for the single calls) with room to spare: no point should meet a full cache (the
-# table says how many keys were written: 0 if none did)
-CACHE=${QS_BENCH_CACHE:-$((16000000 * ROUNDS))}
+# all the ids the table pushes (about 15M a round here, the unsynchronised
+# point 5.5M of them, 1.2M more for the single calls) with room to spare:
+# no point should meet a full cache (the table says how many keys were
+# written: 0 if none did)
+CACHE=${QS_BENCH_CACHE:-$((20000000 * ROUNDS))}
 . bench/lib.sh
 bench_lock_build
 bench_instance
