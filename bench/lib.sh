@@ -63,4 +63,19 @@ CONF
 	mkdir -p "$W/scripts"
 }
 start() { as_pg "$BIN/pg_ctl" -D "$W/data" -l "$W/log" -w start >/dev/null; }
+
+# The HTTP listener on HTTP_PORT, serving "bench" with its defaults (two
+# workers, group commit on), and bench/http/loadgen in W: once the
+# extension is in "bench", which the workers need when they start.
+bench_listener() {
+	HTTP_PORT=$((PORT + 1))
+	Q -c "ALTER SYSTEM SET queen_streams.http_port = $HTTP_PORT" \
+		-c "ALTER SYSTEM SET queen_streams.database = 'bench'" >/dev/null
+	as_pg "$BIN/pg_ctl" -D "$W/data" -l "$W/log" -w restart >/dev/null
+	for _ in $(seq 100); do
+		[ "$(Q -c "SELECT count(*) > 0 AND bool_and(listening) FROM queen_streams.http_workers()")" = t ] && break
+		sleep 0.1
+	done
+	cc -O2 -o "$W/loadgen" "$BENCH/http/loadgen.c"
+}
 Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }

@@ -16,7 +16,11 @@
 #     queen.pop_text, queen.pop, and the baseline;
 #   - a diagnostic beside the first ratio: push_text and the INSERT at 4
 #     clients with synchronous_commit off, what each costs without waiting
-#     for its commit's flush.
+#     for its commit's flush;
+#   - the same push over HTTP, the route Queen's clients use: POST
+#     /api/v1/push from 4 and 8 keep-alive connections (bench/http/loadgen,
+#     fresh transaction ids in every request), the listener on its defaults
+#     (two workers, group commit on), against the INSERT at 4 and 8 clients.
 #
 #   bash bench/push_table.sh      # as root; about 18 minutes
 #
@@ -28,7 +32,7 @@
 # point), QS_BENCH_WARMUP (2), QS_BENCH_PREFILL (messages into the baseline
 # before pop+ack, 1.5M per round; three times that into queen's side),
 # QS_BENCH_WINDOW_HASHES (1000000), QS_BENCH_CACHE (dedup cache entries,
-# 20M per round: 1.8 GB of shared memory a round), QS_BENCH_HUGE_PAGES (1:
+# 30M per round: 2.6 GB of shared memory a round), QS_BENCH_HUGE_PAGES (1:
 # bench/huge_pages.sh), QS_BENCH_BUILD (1; 0: use what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,17 +45,18 @@ NH=${QS_BENCH_WINDOW_HASHES:-1000000}
 VARIANTS=4
 # shellcheck disable=SC2034 # bench/lib.sh logs with it
 TAG=push_table
-# all the ids the table pushes (about 15M a round here, the unsynchronised
-# point 5.5M of them, 1.2M more for the single calls) with room to spare:
+# all the ids the table pushes (about 25M a round here, the unsynchronised
+# point 5.5M and HTTP 10M of them, 1.2M more for the single calls) with room to spare:
 # no point should meet a full cache (the table says how many keys were
 # written: 0 if none did)
-CACHE=${QS_BENCH_CACHE:-$((20000000 * ROUNDS))}
+CACHE=${QS_BENCH_CACHE:-$((30000000 * ROUNDS))}
 . bench/lib.sh
 bench_lock_build
 bench_instance
 cp "$BENCH"/*.sql "$W/"
 [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"/*.sql
 Q -f "$W/setup.sql" >/dev/null
+bench_listener
 
 # ---------------------------------------------------------------- scripts
 gen() {	# gen NAME MODE TARGET [FN]: a gen_push.pl family; FN push_text turns the calls into text ones
@@ -93,6 +98,17 @@ SQL
 	true
 }
 files() { local f; for f in "$W"/scripts/"$1".*.sql; do printf -- '-f scripts/%s ' "${f##*/}"; done; }
+http_bodies() {	# http_bodies QUEUE: a family's requests, one a line, connection i on partition i % 16
+	local v p
+	gen "$1" spread "$1"
+	create_queue "$1"
+	for v in $(seq 1 "$VARIANTS"); do
+		for p in $(seq 0 15); do
+			sed -n "s/^SELECT queen.push('\(.*\)'::jsonb);$/\1/p" "$W/scripts/$1.$v.$p.sql"
+		done
+	done >"$W/$1.bodies"
+	rm -f "$W/scripts/$1".*.sql
+}
 
 # ---------------------------------------------------------------- single calls
 # First, while the shared dedup cache holds only what these points push.
@@ -179,12 +195,36 @@ point() {	# point NAME KIND QUEUE CLIENTS MODE pgbench-args...: msgs/s moved in 
 	log "$name: $rate msgs/s ($c clients)"
 }
 
+# lg_push QUEUE CONNS SECS: POST /api/v1/push, every request's ids fresh
+# (loadgen numbers the scripts' placeholder from a base of its own)
+lg_push() {
+	INV=$((INV + 1))
+	"$W/loadgen" -p "$HTTP_PORT" -c "$2" -d "$3" -w 0 -m POST -u /api/v1/push -b "$W/$1.bodies" \
+		-n :k16_digits_wide -N $((INV * 1000000000))
+}
+hpoint() {	# hpoint NAME QUEUE CONNS: msgs/s moved in the database over HTTP
+	local name=$1 queue=$2 c=$3 m0 m1 t0 t1 out rate
+	lg_push "$queue" "$c" "$WARM" >/dev/null
+	Q -c CHECKPOINT
+	m0=$(count queen "$queue")
+	t0=$(date +%s.%N)
+	out=$(lg_push "$queue" "$c" "$DUR")
+	t1=$(date +%s.%N)
+	m1=$(count queen "$queue")
+	grep -q ' status 201:[0-9]*$' <<<"$out" || log "$name: not every request was queued: $out"
+	rate=$(awk -v dm=$((m1 - m0)) -v s="$(echo "$t1 - $t0" | bc)" 'BEGIN { printf "%.0f", (s > 0) ? dm / s : 0 }')
+	RUNS[$name]="${RUNS[$name]:-} $rate"
+	RATE[$name]=$(median "${RUNS[$name]}" | awk '{ printf "%.0f", $1 }')
+	log "$name: $rate msgs/s ($c connections; $out)"
+}
+
 log "push points: $ROUNDS rounds, ${DUR}s each after ${WARM}s warm-up"
 gen base_push base q_push
 for c in 4 8; do
 	gen "text_c$c" spread "text_c$c" push_text
 	create_queue "text_c$c"
 	engine_scripts "engine_c$c"
+	http_bodies "http_c$c"
 done
 gen text_notxn notxn text_notxn push_text
 create_queue text_notxn
@@ -203,6 +243,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		point "base_c$c" base - "$c" simple $(files base_push)
 		# shellcheck disable=SC2046
 		point "engine_c$c" queen "engine_c$c" "$c" simple $(files "engine_c$c")
+		hpoint "http_c$c" "http_c$c" "$c"
 	done
 	# the first pair again without the flush: how much of the ratio is CPU
 	PGB_OPTIONS="-c synchronous_commit=off"
@@ -286,7 +327,7 @@ echo "the rounds' ratios (their range in brackets); keys written: $KEYS (0: no p
 echo
 echo "| point | msgs/s (median) | rounds |"
 echo "|---|---:|---|"
-for p in text_c4 base_c4 engine_c4 text_c4_nosync base_c4_nosync text_c8 base_c8 engine_c8 text_notxn_c4 jsonb_c4 popack_text_c4 popack_queen_c4 popack_base_c4; do
+for p in text_c4 base_c4 engine_c4 http_c4 text_c4_nosync base_c4_nosync text_c8 base_c8 engine_c8 http_c8 text_notxn_c4 jsonb_c4 popack_text_c4 popack_queen_c4 popack_base_c4; do
 	echo "| $p | ${RATE[$p]} | $(tr -s ' ' ',' <<<"${RUNS[$p]# }") |"
 done
 echo
@@ -295,6 +336,9 @@ echo "|---|---:|---|---|"
 for c in 4 8; do
 	prow "push_text / bare INSERT, $c clients" "text_c$c" "base_c$c" ">=" 2
 	prow "push_text / engine floor, $c clients" "text_c$c" "engine_c$c" ">=" 0.7
+done
+for c in 4 8; do
+	prow "push over HTTP, $c connections / bare INSERT, $c clients" "http_c$c" "base_c$c" ">=" 2
 done
 echo "| push_text / bare INSERT, 4 clients, synchronous_commit off | $(rmed text_c4_nosync base_c4_nosync) ($(rrange text_c4_nosync base_c4_nosync)) | (diagnostic: no flush wait) | |"
 prow "with ids / without, 4 clients" text_c4 text_notxn_c4 ">=" 0.8
@@ -307,3 +351,6 @@ prow "pop_text+ack / read+delete, 4 clients" popack_text_c4 popack_base_c4 ">=" 
 echo "| pop(jsonb)+ack / read+delete, 4 clients | $(rmed popack_queen_c4 popack_base_c4) ($(rrange popack_queen_c4 popack_base_c4)) | (the jsonb entry) | |"
 echo
 echo "Backlog left after pop+ack: queen min per partition $LEFT_Q, baseline $LEFT_B rows (0 means it ran dry)."
+echo "HTTP requests per group commit: $(curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '
+	/^queen_streams_http_group_commits_total / { c = $2 } /^queen_streams_http_group_requests_total / { r = $2 }
+	END { if (c > 0) printf "%.1f", r / c; else print "n/a" }')."

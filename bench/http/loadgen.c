@@ -4,8 +4,12 @@
  * waiting for the whole response (Content-Length), then sending the next.
  *
  *   loadgen -p PORT -c CONNS -d SECONDS [-w WARMUP] -m METHOD -u PATH [-b BODIES] [-t TENANTS]
+ *           [-n TOKEN [-N BASE]]
  *
  * BODIES holds one request body per line; connection i sends line i % n.
+ * With -n, every copy of TOKEN in a body becomes, in each request, the
+ * next number from BASE (0), zero-padded to TOKEN's length: fresh
+ * transaction ids in every push, as a client's are.
  * TENANTS likewise holds one x-queen-tenant value per line (bench/cells.sh).
  * Prints: requests, req/s, p50/p99/max latency (ms) and status counts.
  *
@@ -38,7 +42,28 @@ typedef struct Conn
 	char		buf[1 << 16];
 	size_t		have;
 	double		started;
+	size_t	   *marks;			/* where TOKEN's copies start in req */
+	int			nmarks;
 } Conn;
+
+static const char *token = NULL;
+static unsigned long long next_number = 0;
+
+/* The next number into the places of TOKEN in c's request, as wide as TOKEN. */
+static void
+renumber(Conn *c)
+{
+	char		digits[32];
+	size_t		toklen,
+				n;
+
+	if (c->nmarks == 0)
+		return;
+	toklen = strlen(token);
+	n = snprintf(digits, sizeof(digits), "%0*llu", (int) toklen, next_number++);
+	for (int i = 0; i < c->nmarks; i++)
+		memcpy(c->req + c->marks[i], digits + n - toklen, toklen);
+}
 
 static double
 now(void)
@@ -175,7 +200,7 @@ main(int argc, char **argv)
 				tend;
 	long		done = 0;
 
-	while ((opt = getopt(argc, argv, "p:c:d:w:m:u:b:t:")) != -1)
+	while ((opt = getopt(argc, argv, "p:c:d:w:m:u:b:t:n:N:")) != -1)
 	{
 		switch (opt)
 		{
@@ -187,10 +212,17 @@ main(int argc, char **argv)
 			case 'u': path = optarg; break;
 			case 'b': bodies_file = optarg; break;
 			case 't': tenants_file = optarg; break;
+			case 'n': token = optarg; break;
+			case 'N': next_number = strtoull(optarg, NULL, 10); break;
 			default:
-				fprintf(stderr, "usage: loadgen -p PORT -c CONNS -d SECS [-w SECS] -m METHOD -u PATH [-b FILE] [-t FILE]\n");
+				fprintf(stderr, "usage: loadgen -p PORT -c CONNS -d SECS [-w SECS] -m METHOD -u PATH [-b FILE] [-t FILE] [-n TOKEN [-N BASE]]\n");
 				return 2;
 		}
+	}
+	if (token && (strlen(token) == 0 || strlen(token) > 20))
+	{
+		fprintf(stderr, "loadgen: TOKEN must be 1 to 20 bytes long\n");
+		return 2;
 	}
 	if (tenants_file && (ntenants = read_lines(tenants_file, &tenants)) < 0)
 		return 1;
@@ -236,6 +268,12 @@ main(int argc, char **argv)
 			c->reqlen += sprintf(c->req + c->reqlen, "Content-Length: %zu\r\n\r\n%s", blen, body);
 		else
 			c->reqlen += sprintf(c->req + c->reqlen, "\r\n");
+		for (const char *m = c->req; token && (m = memmem(m, c->req + c->reqlen - m, token, strlen(token)));
+			 m += strlen(token))
+		{
+			c->marks = realloc(c->marks, sizeof(size_t) * (c->nmarks + 1));
+			c->marks[c->nmarks++] = m - c->req;
+		}
 		c->fd = dial(port);
 		epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
 	}
@@ -246,6 +284,7 @@ main(int argc, char **argv)
 	for (int i = 0; i < conns; i++)
 	{
 		cs[i].started = t0;
+		renumber(&cs[i]);
 		send_more(ep, &cs[i]);
 	}
 	while (now() < tend)
@@ -290,6 +329,7 @@ main(int argc, char **argv)
 					c->have -= len;
 					c->sent = 0;
 					c->started = t;
+					renumber(c);
 					send_more(ep, c);
 				}
 			}
