@@ -32,8 +32,8 @@ bench_cleanup() {
 	bench_huge_pages_release
 }
 
-# An instance in W (fsync and synchronous commit on, no listener), database
-# "bench"; Q runs psql in it, start starts it again.
+# An instance in W (fsync and synchronous commit on, no listener until
+# bench_listener), database "bench"; Q runs psql in it, start starts it again.
 bench_instance() {
 	W=$(mktemp -d "/tmp/qs-$TAG.XXXXXX")
 	chmod 755 "$W"
@@ -72,10 +72,12 @@ bench_listener() {
 	Q -c "ALTER SYSTEM SET queen_streams.http_port = $HTTP_PORT" \
 		-c "ALTER SYSTEM SET queen_streams.database = 'bench'" >/dev/null
 	as_pg "$BIN/pg_ctl" -D "$W/data" -l "$W/log" -w restart >/dev/null
+	listening() { [ "$(Q -c "SELECT count(*) > 0 AND bool_and(listening) FROM queen_streams.http_workers()")" = t ]; }
 	for _ in $(seq 100); do
-		[ "$(Q -c "SELECT count(*) > 0 AND bool_and(listening) FROM queen_streams.http_workers()")" = t ] && break
+		listening && break
 		sleep 0.1
 	done
+	listening || { log "the listener is not up on port $HTTP_PORT:"; tail -5 "$W/log" >&2; exit 1; }
 	cc -O2 -o "$W/loadgen" "$BENCH/http/loadgen.c"
 }
 Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }

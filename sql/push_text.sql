@@ -122,17 +122,20 @@ SELECT pg_temp.both('{"items":[{"queue":"obj","payload":{1:2}}]}');
 -- Strings are scanned 8 bytes at a time: a quote, backslash escape,
 -- control character or multibyte character at each offset of a word
 -- (k bytes before it, 17 - k after), in a payload's key and value (the
--- scanner reads the request), then in its queue name and transaction id
--- too (an escaped one sends the request to the parser).
+-- scanner reads the request), in a transaction id (which the answer
+-- writes back, escaped), then in the queue name too (an escaped name or id
+-- sends the request to the parser).
 SELECT what, count(*) AS cases,
        string_agg(DISTINCT substring(r FROM '^(same: [^/:]*|DIFFER)'), ', ') AS results,
        count(*) FILTER (WHERE r LIKE 'DIFFER%') AS differ
   FROM (VALUES (1, 'quote', '\"'), (2, 'backslash', '\\'), (3, 'unicode escape', '\u00e9'),
                (4, 'two-byte', 'é'), (5, 'tab', E'\t'), (6, '0x1f', E'\x1f'),
-               (7, 'space', ' '), (8, 'tilde', '~')) AS v(n, what, c),
+               (7, 'escaped tab', '\t'), (8, 'escaped 0x1f', '\u001f'),
+               (9, 'space', ' '), (10, 'tilde', '~')) AS v(n, what, c),
        generate_series(0, 16) k,
        LATERAL (SELECT repeat('a', k) || c || repeat('b', 17 - k) AS s) x,
        LATERAL (VALUES (pg_temp.both(format('{"items":[{"queue":"q","payload":{"%s":"%s"}}]}', s, s))),
+                       (pg_temp.both(format('{"items":[{"queue":"q","transactionId":"%s","payload":1}]}', s))),
                        (pg_temp.both(format('{"items":[{"queue":"q%s","transactionId":"%s","payload":"%s"}]}',
                                             s, s, s)))) AS b(r)
  GROUP BY n, what ORDER BY n;

@@ -61,8 +61,13 @@ renumber(Conn *c)
 		return;
 	toklen = strlen(token);
 	n = snprintf(digits, sizeof(digits), "%0*llu", (int) toklen, next_number++);
+	if (n > toklen)
+	{
+		fprintf(stderr, "loadgen: %llu is wider than TOKEN\n", next_number - 1);
+		exit(1);
+	}
 	for (int i = 0; i < c->nmarks; i++)
-		memcpy(c->req + c->marks[i], digits + n - toklen, toklen);
+		memcpy(c->req + c->marks[i], digits, toklen);
 }
 
 static double
@@ -213,7 +218,18 @@ main(int argc, char **argv)
 			case 'b': bodies_file = optarg; break;
 			case 't': tenants_file = optarg; break;
 			case 'n': token = optarg; break;
-			case 'N': next_number = strtoull(optarg, NULL, 10); break;
+			case 'N':
+				{
+					char	   *end;
+
+					next_number = strtoull(optarg, &end, 10);
+					if (*optarg < '0' || *optarg > '9' || *end != '\0')
+					{
+						fprintf(stderr, "loadgen: BASE must be a number\n");
+						return 2;
+					}
+					break;
+				}
 			default:
 				fprintf(stderr, "usage: loadgen -p PORT -c CONNS -d SECS [-w SECS] -m METHOD -u PATH [-b FILE] [-t FILE] [-n TOKEN [-N BASE]]\n");
 				return 2;
@@ -268,7 +284,8 @@ main(int argc, char **argv)
 			c->reqlen += sprintf(c->req + c->reqlen, "Content-Length: %zu\r\n\r\n%s", blen, body);
 		else
 			c->reqlen += sprintf(c->req + c->reqlen, "\r\n");
-		for (const char *m = c->req; token && (m = memmem(m, c->req + c->reqlen - m, token, strlen(token)));
+		for (const char *m = c->req + c->reqlen - blen;
+			 token && (m = memmem(m, c->req + c->reqlen - m, token, strlen(token)));
 			 m += strlen(token))
 		{
 			c->marks = realloc(c->marks, sizeof(size_t) * (c->nmarks + 1));
