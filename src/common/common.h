@@ -114,9 +114,10 @@ typedef struct QsScan
 
 /*
  * Whether none of 8 bytes ends a run of plain string bytes: '"', '\\' or a
- * control character. Each term is the "has a zero byte" test (exact for
- * "some byte", which is all that is asked), on v with '"' and '\\' xored
- * out and on v less 0x20; bytes from 0x80 up never count.
+ * control character (the scanner skips such runs, json_out.c copies them).
+ * Each term is the "has a zero byte" test (exact for "some byte", which is
+ * all that is asked), on v with '"' and '\\' xored out and on v less 0x20;
+ * bytes from 0x80 up never count.
  */
 static inline bool
 qs_json_plain8(uint64 v)
