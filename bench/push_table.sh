@@ -49,9 +49,9 @@ VARIANTS=4
 # shellcheck disable=SC2034 # bench/lib.sh logs with it
 TAG=push_table
 # all the ids the table pushes (about 25M a round here, the unsynchronised
-# point 5.5M and HTTP 10M of them, 1.2M more for the single calls) with room to spare:
-# no point should meet a full cache (the table says how many keys were
-# written: 0 if none did)
+# point 5.5M and HTTP 10M of them, 1.2M more for the single calls) with
+# room to spare: no point should meet a full cache (the table says how many
+# keys were written: 0 if none did)
 CACHE=${QS_BENCH_CACHE:-$((30000000 * ROUNDS))}
 . bench/lib.sh
 bench_lock_build

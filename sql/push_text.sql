@@ -119,12 +119,12 @@ SELECT pg_temp.both('{"items":[{"queue":"colon" "payload":1}]}');
 SELECT pg_temp.both('{"items":[{"queue":"comma","payload":1},]}');
 SELECT pg_temp.both('{"items":[{"queue":"obj","payload":{"a":1,"b"}}]}');
 SELECT pg_temp.both('{"items":[{"queue":"obj","payload":{1:2}}]}');
--- Strings are scanned 8 bytes at a time: a quote, backslash escape,
--- control character or multibyte character at each offset of a word
--- (k bytes before it, 17 - k after), in a payload's key and value (the
--- scanner reads the request), in a transaction id (which the answer
--- writes back, escaped), then in the queue name too (an escaped name or id
--- sends the request to the parser).
+-- Strings are scanned 8 bytes at a time: a quote, a backslash escape, a
+-- control character (raw or escaped), a multibyte character or a plain one
+-- at each offset of a word (k bytes before it, 17 - k after), in a
+-- payload's key and value (the scanner reads the request), in a
+-- transaction id (which the answer writes back, escaped), then in the
+-- queue name too (an escaped name or id sends the request to the parser).
 SELECT what, count(*) AS cases,
        string_agg(DISTINCT substring(r FROM '^(same: [^/:]*|DIFFER)'), ', ') AS results,
        count(*) FILTER (WHERE r LIKE 'DIFFER%') AS differ
