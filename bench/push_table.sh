@@ -177,6 +177,10 @@ count() {	# messages a side holds now
 	esac
 }
 declare -A RATE RUNS
+record() {	# record NAME RATE: one round's rate of a point, and the median of its rounds so far
+	RUNS[$1]="${RUNS[$1]:-} $2"
+	RATE[$1]=$(median "${RUNS[$1]}" | awk '{ printf "%.0f", $1 }')
+}
 point() {	# point NAME KIND QUEUE CLIENTS MODE pgbench-args...: msgs/s moved in the database
 	local name=$1 kind=$2 queue=$3 c=$4 mode=$5
 	shift 5
@@ -193,8 +197,7 @@ point() {	# point NAME KIND QUEUE CLIENTS MODE pgbench-args...: msgs/s moved in 
 	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$W/$name.log")
 	rate=$(awk -v dm=$((m1 - m0)) -v nx="${nx:-0}" -v tps="${tps:-0}" \
 		'BEGIN { s = (tps > 0) ? nx / tps : 0; printf "%.0f", (s > 0) ? dm / s : 0 }')
-	RUNS[$name]="${RUNS[$name]:-} $rate"
-	RATE[$name]=$(median "${RUNS[$name]}" | awk '{ printf "%.0f", $1 }')
+	record "$name" "$rate"
 	log "$name: $rate msgs/s ($c clients)"
 }
 
@@ -225,8 +228,7 @@ hpoint() {	# hpoint NAME QUEUE CONNS: msgs/s moved in the database over HTTP
 	m1=$(count queen "$queue")
 	grep -q ' status 201:[0-9]*$' <<<"$out" || log "$name: not every request was queued: $out"
 	rate=$(awk -v dm=$((m1 - m0)) -v s="$(echo "$t1 - $t0" | bc)" 'BEGIN { printf "%.0f", (s > 0) ? dm / s : 0 }')
-	RUNS[$name]="${RUNS[$name]:-} $rate"
-	RATE[$name]=$(median "${RUNS[$name]}" | awk '{ printf "%.0f", $1 }')
+	record "$name" "$rate"
 	PER_GROUP[$name]="${PER_GROUP[$name]:-} $(awk -v a="$g0" -v b="$g1" 'BEGIN { split(a, x, " "); split(b, y, " ");
 		printf "%.1f", (y[1] > x[1]) ? (y[2] - x[2]) / (y[1] - x[1]) : 0 }')"
 	log "$name: $rate msgs/s ($c connections; $out)"
@@ -298,8 +300,7 @@ popack() {	# popack NAME KIND MODE: msgs/s moved in the database, 4 clients
 	m1=$(count "$kind" -)
 	secs=$(sed -n 's/.* seconds \([0-9.]*\)$/\1/p' "$W/$name.log")
 	rate=$(awk -v dm=$((m1 - m0)) -v s="${secs:-0}" 'BEGIN { printf "%.0f", (s > 0) ? dm / s : 0 }')
-	RUNS[$name]="${RUNS[$name]:-} $rate"
-	RATE[$name]=$(median "${RUNS[$name]}" | awk '{ printf "%.0f", $1 }')
+	record "$name" "$rate"
 	log "$name: $rate msgs/s (4 clients)"
 }
 for round in $(seq 1 "$ROUNDS"); do

@@ -242,27 +242,8 @@ main(int argc, char **argv)
 	}
 	if (tenants_file && (ntenants = read_lines(tenants_file, &tenants)) < 0)
 		return 1;
-	if (bodies_file)
-	{
-		FILE	   *f = fopen(bodies_file, "r");
-		char	   *line = NULL;
-		size_t		cap = 0;
-		ssize_t		n;
-
-		if (!f)
-		{
-			perror(bodies_file);
-			return 1;
-		}
-		while ((n = getline(&line, &cap, f)) > 0)
-		{
-			if (line[n - 1] == '\n')
-				line[--n] = '\0';
-			bodies = realloc(bodies, sizeof(char *) * (nbodies + 1));
-			bodies[nbodies++] = strdup(line);
-		}
-		fclose(f);
-	}
+	if (bodies_file && (nbodies = read_lines(bodies_file, &bodies)) < 0)
+		return 1;
 
 	lat = malloc(sizeof(double) * maxlat);
 	cs = calloc(conns, sizeof(Conn));
