@@ -252,6 +252,9 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 			header(out, "queen_streams_dedup_cache_evictions_total", "counter",
 				   "Times a partition stopped being cached (the cache full, or the partition past dedup_partition_entries).");
 			appendStringInfo(out, "queen_streams_dedup_cache_evictions_total " UINT64_FORMAT "\n", d.evictions);
+			header(out, "queen_streams_dedup_cache_scans_total", "counter",
+				   "Passes over the whole dedup cache, which hold its lock: making room, dropping a partition, purging rolled-back prepared transactions.");
+			appendStringInfo(out, "queen_streams_dedup_cache_scans_total " UINT64_FORMAT "\n", d.scans);
 		}
 	}
 	/* declared streams, server-wide (the stream workers count them: src/streams/pool.c) */

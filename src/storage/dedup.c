@@ -17,6 +17,13 @@
  *   from then on; aborted ones go to the partition's aborted list, and
  *   entries tagged with them are garbage). A rolled-back push, savepoint,
  *   cycle or prepared transaction so never turns into a false duplicate.
+ *   The backend that rolls back an id of its own settles it at once: its
+ *   entries are marked and it leaves the pending lists, so that only a
+ *   prepared transaction rolled back from elsewhere (or a transaction too
+ *   large to follow) reaches a probe as aborted, and purging aborted entries
+ *   (a pass over the whole cache) stays rare.
+ * - An entry that no longer counts keeps what it knew of other occurrences
+ *   that still do (speaks_for): pruning and purging leave it, marked.
  * - Per partition the cache knows `verified` (every committed frame at an
  *   offset up to it is cached, when created at or after `covered_since`).
  *   A probe first reads only the hash rows past `verified` (frames stored
@@ -62,6 +69,7 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -69,6 +77,12 @@
 
 #define QS_DEDUP_PENDING 16
 #define QS_DEDUP_ABORTED 16
+
+/*
+ * An entry's xid once its (sub)transaction rolled back: never a real
+ * transaction's, so the entry no longer counts whatever the lists say.
+ */
+#define QS_XID_ROLLED_BACK BootstrapTransactionId
 
 typedef struct HashKey
 {
@@ -130,6 +144,7 @@ typedef struct DedupShared
 	pg_atomic_uint64 window_reads;	/* probes answered by reading the window */
 	pg_atomic_uint64 key_probes;	/* probes answered from queen.log_txn_keys */
 	pg_atomic_uint64 evictions; /* partitions that stopped being cached */
+	pg_atomic_uint64 scans;		/* passes over the whole index */
 } DedupShared;
 
 static DedupShared *shared = NULL;
@@ -144,6 +159,10 @@ static PartEntry **victims = NULL;	/* make_room's, max_parts of them, allocated 
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void own_xact_callback(XactEvent event, void *arg);
+static void own_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								 SubTransactionId parentSubid, void *arg);
 
 static QsPlan newer_plan = {
 	"SELECT base_offset, created_at, hashes, xmin FROM queen.log_txns"
@@ -193,6 +212,7 @@ dedup_shmem_startup(void)
 		pg_atomic_init_u64(&shared->window_reads, 0);
 		pg_atomic_init_u64(&shared->key_probes, 0);
 		pg_atomic_init_u64(&shared->evictions, 0);
+		pg_atomic_init_u64(&shared->scans, 0);
 		if (!pg_strong_random(&shared->seed, sizeof(shared->seed)))
 			ereport(FATAL,
 					(errcode(ERRCODE_INTERNAL_ERROR),
@@ -238,6 +258,8 @@ qs_dedup_shmem_init(void)
 	shmem_request_hook = dedup_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = dedup_shmem_startup;
+	RegisterXactCallback(own_xact_callback, NULL);
+	RegisterSubXactCallback(own_subxact_callback, NULL);
 }
 
 /* make_room's list of victims, allocated before any lock is taken. */
@@ -395,6 +417,7 @@ remove_slot(uint64 i)
 static void
 remove_where(bool (*drop) (HashEntry *e, void *arg), void *arg)
 {
+	pg_atomic_fetch_add_u64(&shared->scans, 1);
 	for (uint64 i = 0; i < nslots; i++)
 		while (index_slots[i].entry != 0 && drop(&entries[index_slots[i].entry - 1], arg))
 			remove_slot(i);
@@ -404,7 +427,20 @@ remove_where(bool (*drop) (HashEntry *e, void *arg), void *arg)
 static bool
 entry_valid(PartEntry *p, HashEntry *e)
 {
-	return !TransactionIdIsValid(e->xid) || !xid_in(p->aborted, p->naborted, e->xid);
+	return !TransactionIdIsValid(e->xid) ||
+		(e->xid != QS_XID_ROLLED_BACK && !xid_in(p->aborted, p->naborted, e->xid));
+}
+
+/*
+ * An entry that no longer counts (rolled back, or expired) may still be all
+ * the cache knows of an occurrence inside the window from `since`: an older
+ * one it replaced (older_at), or a later one (`more`) of an entry that was
+ * itself in that window. Such an entry is kept, and sends probes to the table.
+ */
+static bool
+speaks_for(HashEntry *e, TimestampTz since)
+{
+	return e->older_at >= since || (e->more && e->created_at >= since);
 }
 
 static bool
@@ -450,23 +486,43 @@ uncache(PartEntry *p, int64 held)
 	pg_atomic_fetch_add_u64(&shared->evictions, 1);
 }
 
+typedef struct PurgeScan
+{
+	PartEntry  *p;
+	TimestampTz since;
+} PurgeScan;
+
 static bool
 aborted_of_partition(HashEntry *e, void *arg)
 {
-	PartEntry  *p = arg;
+	PurgeScan  *s = arg;
 
-	if (!of_partition(e, p) || entry_valid(p, e))
+	if (!of_partition(e, s->p) || entry_valid(s->p, e))
 		return false;
-	p->entries--;
+	if (speaks_for(e, s->since))
+	{
+		e->xid = QS_XID_ROLLED_BACK;	/* the list that said so is emptied */
+		return false;
+	}
+	s->p->entries--;
 	return true;
 }
 
-/* Remove the entries of a partition's aborted transactions; empty the list. */
+/*
+ * Remove the entries of a partition's aborted transactions (those that
+ * speak for the window from `since` stay, marked); empty the list. What
+ * the removed ones knew was older than `since`, so the cache stops vouching
+ * for anything before it (a window raised past it starts over).
+ */
 static void
-purge_aborted(PartEntry *p)
+purge_aborted(PartEntry *p, TimestampTz since)
 {
-	remove_where(aborted_of_partition, p);
+	PurgeScan	scan = {p, since};
+
+	remove_where(aborted_of_partition, &scan);
 	p->naborted = 0;
+	if (p->covered_since < since)
+		p->covered_since = since;
 }
 
 /*
@@ -474,7 +530,7 @@ purge_aborted(PartEntry *p)
  * locked, each has committed or aborted, unless it is this transaction.
  */
 static void
-settle(PartEntry *p)
+settle(PartEntry *p, TimestampTz since)
 {
 	int			keep = 0;
 
@@ -496,7 +552,7 @@ settle(PartEntry *p)
 		else if (!TransactionIdDidCommit(x))
 		{
 			if (p->naborted == QS_DEDUP_ABORTED)
-				purge_aborted(p);
+				purge_aborted(p, since);
 			p->aborted[p->naborted++] = x;
 		}
 	}
@@ -512,6 +568,194 @@ add_pending(PartEntry *p, TransactionId x)
 		return false;
 	p->pending[p->npending++] = x;
 	return true;
+}
+
+/*
+ * What this backend's transaction tagged with its own (sub)transaction ids:
+ * each id with a partition whose pending list holds it, and each entry it
+ * wrote. When one of those ids rolls back, the backend settles it itself
+ * (own_rolled_back): its entries are marked and it leaves the pending
+ * lists. Otherwise the next probe would list it as aborted, and every
+ * sixteenth such id of a partition would cost a pass over the whole cache,
+ * under the lock, to purge them. Memory in TopTransactionContext, reserved
+ * before the lock is taken, and bounded by the cache: a settled id is
+ * forgotten, an open one is in some pending list (at most QS_DEDUP_PENDING
+ * a partition), and a transaction that tags more entries than the cache
+ * holds stops being followed (own_lost): its rolled-back ids are left to
+ * the probes, as a prepared transaction's are.
+ */
+typedef struct OwnTag
+{
+	pg_uuid_t	pid;
+	TransactionId xid;
+	bool		done;			/* rolled back and settled */
+	int			renum;			/* its place once the settled ones are gone */
+} OwnTag;
+
+typedef struct OwnEntry
+{
+	int64		offset;			/* the entry's when written: still ours if unchanged */
+	uint32		entry;
+	int			tag;			/* its OwnTag */
+} OwnEntry;
+
+static OwnTag *own_tags = NULL;
+static int	n_own_tags = 0;
+static int	max_own_tags = 0;
+static OwnEntry *own_entries = NULL;
+static int64 n_own_entries = 0;
+static int64 max_own_entries = 0;
+static bool own_lost = false;
+static LocalTransactionId own_lxid = InvalidLocalTransactionId;
+
+static void
+own_forget(void)
+{
+	/* the memory goes with TopTransactionContext */
+	own_tags = NULL;
+	own_entries = NULL;
+	n_own_tags = max_own_tags = 0;
+	n_own_entries = max_own_entries = 0;
+	own_lost = false;
+}
+
+/* Room for one more id and `n` more entries, unless that is past the bounds. */
+static void
+own_reserve(int64 n)
+{
+	/* a transaction that ended without our callback (it failed to start) */
+	if (own_lxid != MyProc->lxid)
+	{
+		own_forget();
+		own_lxid = MyProc->lxid;
+	}
+	if (n_own_tags == QS_DEDUP_PENDING * max_parts || n_own_entries + n > max_entries)
+		own_lost = true;
+	if (own_lost)
+		return;
+	if (n_own_tags == max_own_tags)
+	{
+		max_own_tags = Max(16, max_own_tags * 2);
+		own_tags = own_tags == NULL ?
+			MemoryContextAlloc(TopTransactionContext, sizeof(OwnTag) * max_own_tags) :
+			repalloc(own_tags, sizeof(OwnTag) * max_own_tags);
+	}
+	if (n_own_entries + n > max_own_entries)
+	{
+		max_own_entries = Max(n_own_entries + n, Max(256, max_own_entries * 2));
+		own_entries = own_entries == NULL ?
+			MemoryContextAllocHuge(TopTransactionContext, sizeof(OwnEntry) * max_own_entries) :
+			repalloc_huge(own_entries, sizeof(OwnEntry) * max_own_entries);
+	}
+}
+
+/* The id about to tag entries of p (lock held, room reserved). */
+static void
+own_tag(PartEntry *p, TransactionId xid)
+{
+	OwnTag	   *t = n_own_tags > 0 ? &own_tags[n_own_tags - 1] : NULL;
+
+	if (own_lost)
+		return;
+	if (t != NULL && TransactionIdEquals(t->xid, xid) &&
+		memcmp(&t->pid, &p->pid, sizeof(pg_uuid_t)) == 0)
+		return;
+	Assert(n_own_tags < max_own_tags);
+	t = &own_tags[n_own_tags++];
+	t->pid = p->pid;
+	t->xid = xid;
+	t->done = false;
+}
+
+/*
+ * Settle the ids of this transaction that rolled back: all of them when
+ * the transaction did, else those no longer current (the subtransaction
+ * being rolled back and the ones it had committed). Their entries are
+ * marked; they leave the pending lists unless the transaction was not
+ * followed to the end (own_lost: some entries were not noted, the probes
+ * must find the ids aborted). Called from the end of (sub)transaction
+ * callbacks, with no lock held: another backend may have settled an id
+ * already (its row lock is free once the rollback is recorded), then its
+ * entries were rewritten or are garbage either way.
+ */
+static void
+own_rolled_back(bool all)
+{
+	int64		keep = 0;
+
+	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n_own_tags; i++)
+		if (!own_tags[i].done && (all || !TransactionIdIsCurrentTransactionId(own_tags[i].xid)))
+		{
+			PartEntry  *p = hash_search(parts, &own_tags[i].pid, HASH_FIND, NULL);
+
+			own_tags[i].done = true;
+			if (p == NULL || own_lost)
+				continue;
+			for (int k = 0; k < p->npending; k++)
+				if (TransactionIdEquals(p->pending[k], own_tags[i].xid))
+				{
+					p->pending[k] = p->pending[--p->npending];
+					break;
+				}
+		}
+	for (int64 i = 0; i < n_own_entries; i++)
+	{
+		OwnEntry   *o = &own_entries[i];
+		OwnTag	   *t = &own_tags[o->tag];
+		HashEntry  *e = &entries[o->entry];
+
+		if (!t->done)
+		{
+			own_entries[keep++] = *o;
+			continue;
+		}
+		if (TransactionIdEquals(e->xid, t->xid) && e->offset == o->offset &&
+			memcmp(&e->key.pid, &t->pid, sizeof(pg_uuid_t)) == 0)
+			e->xid = QS_XID_ROLLED_BACK;
+	}
+	n_own_entries = keep;
+	LWLockRelease(shared->lock);
+
+	/* the settled ids go; the entries left are renumbered to the ids left */
+	keep = 0;
+	for (int i = 0; i < n_own_tags; i++)
+		own_tags[i].renum = own_tags[i].done ? -1 : keep++;
+	for (int64 i = 0; i < n_own_entries; i++)
+		own_entries[i].tag = own_tags[own_entries[i].tag].renum;
+	keep = 0;
+	for (int i = 0; i < n_own_tags; i++)
+		if (!own_tags[i].done)
+			own_tags[keep++] = own_tags[i];
+	n_own_tags = keep;
+}
+
+static void
+own_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			if (n_own_tags > 0)
+				own_rolled_back(true);
+			/* FALLTHROUGH */
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			own_forget();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+own_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && n_own_tags > 0)
+		own_rolled_back(false);
 }
 
 /*
@@ -535,17 +779,25 @@ prunable(HashEntry *e, void *arg)
 	PruneScan  *s = arg;
 	PartEntry **m = &s->memo[e->key.pid.data[UUID_LEN - 1]];
 	PartEntry  *p = *m;
+	TimestampTz since;
 
 	if (p == NULL || memcmp(&p->pid, &e->key.pid, sizeof(pg_uuid_t)) != 0)
 		p = *m = hash_search(parts, &e->key.pid, HASH_FIND, NULL);
 	if (p == NULL || p->uncached)
 		return true;
+	since = s->now - (TimestampTz) p->window * USECS_PER_SEC;
 	if (!entry_valid(p, e))
 	{
+		/* make_room empties the aborted lists: one that stays is marked */
+		if (speaks_for(e, since))
+		{
+			e->xid = QS_XID_ROLLED_BACK;
+			return false;
+		}
 		p->entries--;
 		return true;
 	}
-	if (e->created_at >= s->now - (TimestampTz) p->window * USECS_PER_SEC)
+	if (e->created_at >= since)
 		return false;
 
 	/*
@@ -678,6 +930,16 @@ remember(PartEntry *p, const uint8 *h, uint32 tag, int64 offset, TimestampTz cre
 	e->offset = offset;
 	e->created_at = created_at;
 	e->xid = xid;
+	if (TransactionIdIsValid(xid) && !own_lost)
+	{
+		OwnEntry   *o = &own_entries[n_own_entries++];
+
+		Assert(n_own_entries <= max_own_entries && n_own_tags > 0 &&
+			   TransactionIdEquals(own_tags[n_own_tags - 1].xid, xid));
+		o->offset = offset;
+		o->entry = (uint32) (e - entries);
+		o->tag = n_own_tags - 1;
+	}
 	return true;
 }
 
@@ -1229,7 +1491,7 @@ get_partition(const pg_uuid_t *pid, int window, int64 last_offset, TimestampTz s
 		p->uncached = false;
 		forget_partition(p);
 	}
-	settle(p);
+	settle(p, since);
 	/* a recorder rolled back: its offsets were never stored */
 	if (p->verified > last_offset)
 		p->verified = last_offset;
@@ -1275,19 +1537,22 @@ catch_up_row(int64 base, TimestampTz created, const uint8 *sh, int n, Transactio
 {
 	CatchUp    *c = arg;
 	uint32	   *tags = palloc(sizeof(uint32) * Max(n, 1));
-	TransactionId tag = InvalidTransactionId;
+	/* a row visible here is committed, or this transaction's own */
+	TransactionId tag = TransactionIdIsCurrentTransactionId(xmin) ? xmin : InvalidTransactionId;
 	PartEntry  *p;
 	bool		ok;
 
 	prefetch_tags(c->pid, sh, n, tags);
+	if (TransactionIdIsValid(tag))
+		own_reserve(n);
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	p = caught_up(c);
 	ok = p != NULL;
-	/* a row visible here is committed, or this transaction's own */
-	if (ok && TransactionIdIsCurrentTransactionId(xmin))
+	if (ok && TransactionIdIsValid(tag))
 	{
-		tag = xmin;
-		ok = add_pending(p, xmin);
+		ok = add_pending(p, tag);
+		if (ok)
+			own_tag(p, tag);
 	}
 	for (int k = 0; ok && k < n; k++)
 		ok = remember(p, sh + k * QS_HASH_LEN, tags[k], base + k, created, c->since, tag, c->now);
@@ -1395,8 +1660,8 @@ qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset, int64 txns_s
 			continue;
 		if (!entry_valid(p, e) || e->created_at < since || e->offset <= floor)
 		{
-			/* the occurrence cached no longer counts; a later one may */
-			if (e->more)
+			/* the occurrence cached no longer counts; a later or older one may */
+			if (e->more || e->older_at >= since)
 				recheck = true;
 			continue;
 		}
@@ -1442,6 +1707,7 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 		/* outside the lock: the tags and their index lines */
 		tags = palloc(sizeof(uint32) * Max(count, 1));
 		prefetch_tags(pid, in, count, tags);
+		own_reserve(count);
 	}
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	check_timeline();
@@ -1450,6 +1716,7 @@ qs_dedup_record(const pg_uuid_t *pid, int64 base, int count, const uint8 *in,
 		p->verified = base - 1;
 	if (p != NULL && !p->uncached && dedup_on && p->verified == base - 1 && add_pending(p, xid))
 	{
+		own_tag(p, xid);
 		since = created_at - (TimestampTz) p->window * USECS_PER_SEC;
 		for (int i = 0; ok && i < count; i++)
 			ok = remember(p, in + i * QS_HASH_LEN, tags[i], base + i, created_at, since, xid,
@@ -1497,5 +1764,6 @@ qs_dedup_stats(QsDedupStats *st)
 	st->window_reads = pg_atomic_read_u64(&shared->window_reads);
 	st->key_probes = pg_atomic_read_u64(&shared->key_probes);
 	st->evictions = pg_atomic_read_u64(&shared->evictions);
+	st->scans = pg_atomic_read_u64(&shared->scans);
 	return true;
 }

@@ -145,6 +145,7 @@ typedef struct QsDedupStats
 	uint64		window_reads;	/* probes answered by reading the window */
 	uint64		key_probes;		/* probes answered from queen.log_txn_keys */
 	uint64		evictions;		/* times a partition stopped being cached */
+	uint64		scans;			/* passes over the whole cache, under its lock */
 } QsDedupStats;
 extern bool qs_dedup_stats(QsDedupStats *st);
 

@@ -121,3 +121,14 @@ SELECT pg_temp.push('dd', 'off1') AS off, pg_temp.push('dd', 'off1') AS off_agai
 UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'dd';
 SELECT pg_temp.push('dd', 'off1') AS on_again;
 
+
+-- Stored again after its window passed, in a push that rolled back: raised,
+-- the original is back inside the window.
+SELECT pg_temp.push('dd5', 'u') AS u;
+UPDATE queen.queues SET dedup_window_seconds = 1 WHERE name = 'dd5';
+SELECT pg_sleep(1.2);
+BEGIN;
+SELECT pg_temp.push('dd5', 'u') AS u_outside_1s_rolled_back;
+ROLLBACK;
+UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'dd5';
+SELECT pg_temp.push('dd5', 'u') AS u_raised;

@@ -1,0 +1,141 @@
+# Rolled-back pushes and the shared dedup cache. The backend that rolls a
+# push back settles its hashes itself, so no later probe passes over the
+# whole cache (under its lock, stalling every push of the server) to purge
+# them: /metrics counts those passes. A prepared transaction rolled back
+# from another session still goes the old way. And a rolled-back copy of an
+# id whose original had left a lowered window keeps the cache's knowledge of
+# that original, through a raised window and through pruning.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::Bin;
+use JSON::PP;
+use QsHttp;
+use Test::More;
+
+my $node = qs_node('dedup_rollbacks',
+	"queen_streams.dedup_cache_entries = 1024\nmax_prepared_transactions = 4\n");
+my $json = JSON::PP->new;
+
+sub push_sql
+{
+	my ($part, @ids) = @_;
+	my $body = $json->encode({ items => [ map {
+		{ queue => 'rb', partition => $part, transactionId => $_, payload => { id => $_ } } } @ids ] });
+	return "SELECT queen.push_text(\$b\$$body\$b\$);";
+}
+
+sub push_ids
+{
+	my $out = $node->safe_psql('postgres', push_sql(@_));
+	return map { $_->{status} } @{ $json->decode($out) };
+}
+
+sub count_of { my ($want, @st) = @_; return scalar grep { $_ eq $want } @st; }
+
+sub scans
+{
+	my ($status, $body) = http($node, 'GET', '/metrics');
+	die "GET /metrics: $status" unless $status == 200;
+	$body =~ /^queen_streams_dedup_cache_scans_total (\d+)$/m or die "no scans counter";
+	return $1;
+}
+
+$node->safe_psql('postgres',
+	q{SELECT queen.configure('{"queue":"rb","options":{"dedupWindowSeconds":3600}}')});
+# First, in the empty cache: a transaction that tags more entries than the
+# cache holds is not followed to its end. Rolled back, its ids are left to
+# the probes, which find them aborted all the same, also those it stored in
+# a partition it had tagged before (big-d stops being cached, big-c stays).
+is(count_of('queued', push_ids('big-c', 'bc-0')), 1, 'big-c exists');
+$node->safe_psql('postgres', join "\n", 'BEGIN;', push_sql('big-c', map { "bc-$_" } 1 .. 10),
+	push_sql('big-d', map { "bd-$_" } 1 .. 700), push_sql('big-e', map { "be-$_" } 1 .. 400),
+	push_sql('big-c', map { "bc-late-$_" } 1 .. 5), 'ROLLBACK;');
+is(count_of('queued', push_ids('big-c', (map { "bc-$_" } 1 .. 10), map { "bc-late-$_" } 1 .. 5)), 15,
+	'too large to follow: rolled back, queued afterwards');
+is(count_of('queued', push_ids('big-e', map { "be-$_" } 1 .. 400)), 400, 'in every partition');
+is(count_of('duplicate', push_ids('big-c', 'bc-0', 'bc-1', 'bc-late-5')), 3, 'and duplicates once stored');
+
+is(count_of('queued', push_ids('p', map { "kept-$_" } 1 .. 10)), 10, 'ten ids stored');
+my $scans = scans();
+
+# Forty rollbacks each way, all into one partition (the old way purged the
+# cache every sixteenth).
+$node->safe_psql('postgres', join "\n", map { 'BEGIN; ' . push_sql('p', "a-$_") . ' ROLLBACK;' } 1 .. 40);
+$node->safe_psql('postgres', join "\n", 'BEGIN;', push_sql('p', 'before-them'),
+	(map { "SAVEPOINT s; " . push_sql('p', "s-$_") . ' ROLLBACK TO SAVEPOINT s;' } 1 .. 40),
+	push_sql('p', 'committed-with-them'), 'COMMIT;');
+$node->safe_psql('postgres', q{DO $$
+BEGIN
+	FOR i IN 1 .. 40 LOOP
+		BEGIN
+			PERFORM queen.push_text(format(
+				'{"items":[{"queue":"rb","partition":"p","transactionId":"x-%s","payload":%s}]}', i, i));
+			RAISE division_by_zero;
+		EXCEPTION WHEN division_by_zero THEN NULL;
+		END;
+	END LOOP;
+END $$});
+# Nested: an inner savepoint released into one that is rolled back.
+$node->safe_psql('postgres', join "\n", 'BEGIN;', 'SAVEPOINT outer_sp;', 'SAVEPOINT inner_sp;',
+	push_sql('p', 'n-1'), 'RELEASE SAVEPOINT inner_sp;', push_sql('p', 'n-2'),
+	'ROLLBACK TO SAVEPOINT outer_sp;', push_sql('p', 'n-3'), 'COMMIT;');
+is(scans(), $scans, '160 rolled-back pushes: no pass over the cache');
+
+my @st = push_ids('p', (map { "a-$_" } 1 .. 40), (map { "s-$_" } 1 .. 40), (map { "x-$_" } 1 .. 40),
+	'n-1', 'n-2');
+is(count_of('queued', @st), 122, 'every rolled-back id is queued afterwards');
+@st = push_ids('p', (map { "kept-$_" } 1 .. 10), 'before-them', 'committed-with-them', 'n-3', 'a-1',
+	'x-40', 'n-2');
+is(count_of('duplicate', @st), 16, 'the committed ids, and the ones just queued, are duplicates');
+is(scans(), $scans, 'still no pass');
+
+# Prepared transactions rolled back: the backend that prepared them cannot
+# settle them, the next probes do, and purge every sixteenth with a pass.
+for my $i (1 .. 17)
+{
+	$node->safe_psql('postgres', 'BEGIN; ' . push_sql('p', "prep-$i") . " PREPARE TRANSACTION 'rb_$i';");
+	$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_$i'");
+}
+push_ids('p', 'after-prepared');
+cmp_ok(scans(), '>', $scans, 'seventeen rolled-back prepared transactions: a purge');
+is(count_of('queued', push_ids('p', map { "prep-$_" } 1 .. 17)), 17, 'and their ids are queued afterwards');
+is(count_of('duplicate', push_ids('p', 'kept-1', 'prep-1', 'after-prepared')), 3, 'the cache still answers right');
+
+# An original that left a lowered window, a rolled-back copy of it, the
+# window raised again: the original is back inside it, and a duplicate,
+# both before and after the cache is filled and pruned.
+# (another id keeps the partition in the cache when it is pruned)
+is(count_of('queued', push_ids('o', 'orig', 'other')), 2, 'the original stored');
+$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 1 WHERE name = 'rb'});
+sleep 2;
+$node->safe_psql('postgres', 'BEGIN; ' . push_sql('o', 'orig') . ' ROLLBACK;');
+$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'rb'});
+is(count_of('duplicate', push_ids('o', 'orig')), 1, 'raised window: the original is a duplicate again');
+$scans = scans();
+is(count_of('queued', push_ids('filler', map { "f-$_" } 1 .. 1100)), 1100, 'the cache filled');
+cmp_ok(scans(), '>', $scans, 'and pruned');
+is(count_of('duplicate', push_ids('o', 'orig')), 1, 'after pruning, still a duplicate');
+
+# The same with a prepared copy, purged while the raised window holds the
+# original: the purge keeps what the copy knew of it.
+is(count_of('queued', push_ids('o2', 'orig', 'other')), 2, 'a second original stored');
+$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 1 WHERE name = 'rb'});
+sleep 2;
+$node->safe_psql('postgres', 'BEGIN; ' . push_sql('o2', 'orig') . " PREPARE TRANSACTION 'rb_o2';");
+$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_o2'");
+$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'rb'});
+is(count_of('duplicate', push_ids('o2', 'orig')), 1, 'raised window: the second original is a duplicate');
+$scans = scans();
+for my $i (1 .. 17)
+{
+	$node->safe_psql('postgres', 'BEGIN; ' . push_sql('o2', "prep-$i") . " PREPARE TRANSACTION 'rb_$i';");
+	$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_$i'");
+}
+push_ids('o2', 'after-prepared');
+cmp_ok(scans(), '>', $scans, 'purged');
+is(count_of('duplicate', push_ids('o2', 'orig')), 1, 'after the purge, still a duplicate');
+
+$node->stop;
+done_testing();
