@@ -107,6 +107,13 @@ header(StringInfo out, const char *name, const char *type, const char *help)
 	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* the dedup cache's whole passes, by QsDedupScan */
+static const char *const dedup_scan_reason[QS_DEDUP_SCAN_REASONS] = {
+	[QS_SCAN_ROOM] = "room",
+	[QS_SCAN_DROP] = "drop",
+	[QS_SCAN_PURGE] = "purge",
+};
+
 static const char *const stream_metric[QS_SC_COUNT] = {
 	"queen_streams_stream_cycles_total",
 	"queen_streams_stream_cycles_failed_total",
@@ -253,8 +260,10 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 				   "Times a partition stopped being cached (the cache full, or the partition past dedup_partition_entries).");
 			appendStringInfo(out, "queen_streams_dedup_cache_evictions_total " UINT64_FORMAT "\n", d.evictions);
 			header(out, "queen_streams_dedup_cache_scans_total", "counter",
-				   "Passes over the whole dedup cache, which hold its lock: making room, dropping a partition, purging rolled-back prepared transactions.");
-			appendStringInfo(out, "queen_streams_dedup_cache_scans_total " UINT64_FORMAT "\n", d.scans);
+				   "Passes over the whole dedup cache, which hold its lock, by reason: making room, dropping a partition's hashes (a window raised, or the partition leaving the cache), purging rolled-back transactions another backend did not settle.");
+			for (int r = 0; r < QS_DEDUP_SCAN_REASONS; r++)
+				appendStringInfo(out, "queen_streams_dedup_cache_scans_total{reason=\"%s\"} " UINT64_FORMAT "\n",
+								 dedup_scan_reason[r], d.scans[r]);
 		}
 	}
 	/* declared streams, server-wide (the stream workers count them: src/streams/pool.c) */

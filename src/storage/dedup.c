@@ -18,10 +18,11 @@
  *   entries tagged with them are garbage). A rolled-back push, savepoint,
  *   cycle or prepared transaction so never turns into a false duplicate.
  *   The backend that rolls back an id of its own settles it at once: its
- *   entries are marked and it leaves the pending lists, so that only a
- *   prepared transaction rolled back from elsewhere (or a transaction too
- *   large to follow) reaches a probe as aborted, and purging aborted entries
- *   (a pass over the whole cache) stays rare.
+ *   entries are marked and it leaves the pending lists. Only a prepared
+ *   transaction rolled back from elsewhere, a transaction too large to
+ *   follow, or an id a probe settles first (between the rollback being
+ *   recorded and its backend's callback) reaches a probe as aborted, so
+ *   purging aborted entries (a pass over the whole cache) stays rare.
  * - An entry that no longer counts keeps what it knew of other occurrences
  *   that still do (speaks_for): pruning and purging leave it, marked.
  * - Per partition the cache knows `verified` (every committed frame at an
@@ -69,7 +70,6 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
-#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -144,7 +144,7 @@ typedef struct DedupShared
 	pg_atomic_uint64 window_reads;	/* probes answered by reading the window */
 	pg_atomic_uint64 key_probes;	/* probes answered from queen.log_txn_keys */
 	pg_atomic_uint64 evictions; /* partitions that stopped being cached */
-	pg_atomic_uint64 scans;		/* passes over the whole index */
+	pg_atomic_uint64 scans[QS_DEDUP_SCAN_REASONS];	/* passes over the whole index */
 } DedupShared;
 
 static DedupShared *shared = NULL;
@@ -212,7 +212,8 @@ dedup_shmem_startup(void)
 		pg_atomic_init_u64(&shared->window_reads, 0);
 		pg_atomic_init_u64(&shared->key_probes, 0);
 		pg_atomic_init_u64(&shared->evictions, 0);
-		pg_atomic_init_u64(&shared->scans, 0);
+		for (int r = 0; r < QS_DEDUP_SCAN_REASONS; r++)
+			pg_atomic_init_u64(&shared->scans[r], 0);
 		if (!pg_strong_random(&shared->seed, sizeof(shared->seed)))
 			ereport(FATAL,
 					(errcode(ERRCODE_INTERNAL_ERROR),
@@ -415,9 +416,9 @@ remove_slot(uint64 i)
  * is read again.
  */
 static void
-remove_where(bool (*drop) (HashEntry *e, void *arg), void *arg)
+remove_where(bool (*drop) (HashEntry *e, void *arg), void *arg, QsDedupScan reason)
 {
-	pg_atomic_fetch_add_u64(&shared->scans, 1);
+	pg_atomic_fetch_add_u64(&shared->scans[reason], 1);
 	for (uint64 i = 0; i < nslots; i++)
 		while (index_slots[i].entry != 0 && drop(&entries[index_slots[i].entry - 1], arg))
 			remove_slot(i);
@@ -468,7 +469,7 @@ static void
 drop_partition(PartEntry *p)
 {
 	if (p->entries > 0 || p->naborted > 0 || p->npending > 0)
-		remove_where(of_partition, p);
+		remove_where(of_partition, p, QS_SCAN_DROP);
 	forget_partition(p);
 }
 
@@ -519,7 +520,7 @@ purge_aborted(PartEntry *p, TimestampTz since)
 {
 	PurgeScan	scan = {p, since};
 
-	remove_where(aborted_of_partition, &scan);
+	remove_where(aborted_of_partition, &scan, QS_SCAN_PURGE);
 	p->naborted = 0;
 	if (p->covered_since < since)
 		p->covered_since = since;
@@ -572,31 +573,32 @@ add_pending(PartEntry *p, TransactionId x)
 
 /*
  * What this backend's transaction tagged with its own (sub)transaction ids:
- * each id with a partition whose pending list holds it, and each entry it
- * wrote. When one of those ids rolls back, the backend settles it itself
+ * each id with a partition whose pending list holds it, and the entries it
+ * wrote under that id (a run of own_entries: an id is noted just before its
+ * entries). When one of those ids rolls back, the backend settles it itself
  * (own_rolled_back): its entries are marked and it leaves the pending
  * lists. Otherwise the next probe would list it as aborted, and every
  * sixteenth such id of a partition would cost a pass over the whole cache,
  * under the lock, to purge them. Memory in TopTransactionContext, reserved
- * before the lock is taken, and bounded by the cache: a settled id is
- * forgotten, an open one is in some pending list (at most QS_DEDUP_PENDING
- * a partition), and a transaction that tags more entries than the cache
- * holds stops being followed (own_lost): its rolled-back ids are left to
- * the probes, as a prepared transaction's are.
+ * before the lock is taken. A settled id is forgotten; a transaction that
+ * notes more entries than the cache holds, or more ids than its pending
+ * lists can (QS_DEDUP_PENDING a partition), stops being followed
+ * (own_lost): its rolled-back ids are left to the probes, as a prepared
+ * transaction's are.
  */
 typedef struct OwnTag
 {
 	pg_uuid_t	pid;
 	TransactionId xid;
-	bool		done;			/* rolled back and settled */
-	int			renum;			/* its place once the settled ones are gone */
+	bool		dying;			/* rolled back, being settled */
+	int64		first;			/* its entries: own_entries[first .. end) */
+	int64		end;
 } OwnTag;
 
 typedef struct OwnEntry
 {
-	int64		offset;			/* the entry's when written: still ours if unchanged */
+	int64		offset;			/* the entry's when written */
 	uint32		entry;
-	int			tag;			/* its OwnTag */
 } OwnEntry;
 
 static OwnTag *own_tags = NULL;
@@ -606,12 +608,11 @@ static OwnEntry *own_entries = NULL;
 static int64 n_own_entries = 0;
 static int64 max_own_entries = 0;
 static bool own_lost = false;
-static LocalTransactionId own_lxid = InvalidLocalTransactionId;
 
+/* At the end of the transaction, with its memory (a reset callback of it). */
 static void
-own_forget(void)
+own_forget(void *arg)
 {
-	/* the memory goes with TopTransactionContext */
 	own_tags = NULL;
 	own_entries = NULL;
 	n_own_tags = max_own_tags = 0;
@@ -623,16 +624,18 @@ own_forget(void)
 static void
 own_reserve(int64 n)
 {
-	/* a transaction that ended without our callback (it failed to start) */
-	if (own_lxid != MyProc->lxid)
-	{
-		own_forget();
-		own_lxid = MyProc->lxid;
-	}
 	if (n_own_tags == QS_DEDUP_PENDING * max_parts || n_own_entries + n > max_entries)
 		own_lost = true;
 	if (own_lost)
 		return;
+	if (own_tags == NULL)
+	{
+		MemoryContextCallback *cb = MemoryContextAlloc(TopTransactionContext, sizeof(*cb));
+
+		cb->func = own_forget;
+		cb->arg = NULL;
+		MemoryContextRegisterResetCallback(TopTransactionContext, cb);
+	}
 	if (n_own_tags == max_own_tags)
 	{
 		max_own_tags = Max(16, max_own_tags * 2);
@@ -664,90 +667,107 @@ own_tag(PartEntry *p, TransactionId xid)
 	t = &own_tags[n_own_tags++];
 	t->pid = p->pid;
 	t->xid = xid;
-	t->done = false;
+	t->dying = false;
+	t->first = t->end = n_own_entries;
+}
+
+/* An entry just tagged with the last noted id (lock held, room reserved). */
+static void
+own_entry(HashEntry *e)
+{
+	OwnEntry   *o;
+
+	if (own_lost)
+		return;
+	Assert(n_own_tags > 0 && n_own_entries < max_own_entries &&
+		   TransactionIdEquals(own_tags[n_own_tags - 1].xid, e->xid) &&
+		   own_tags[n_own_tags - 1].end == n_own_entries);
+	o = &own_entries[n_own_entries++];
+	o->offset = e->offset;
+	o->entry = (uint32) (e - entries);
+	own_tags[n_own_tags - 1].end = n_own_entries;
 }
 
 /*
  * Settle the ids of this transaction that rolled back: all of them when
  * the transaction did, else those no longer current (the subtransaction
  * being rolled back and the ones it had committed). Their entries are
- * marked; they leave the pending lists unless the transaction was not
- * followed to the end (own_lost: some entries were not noted, the probes
- * must find the ids aborted). Called from the end of (sub)transaction
- * callbacks, with no lock held: another backend may have settled an id
- * already (its row lock is free once the rollback is recorded), then its
+ * marked, where an entry still holds the id, offset and partition it was
+ * written with (one since freed may too: marking it is harmless, reuse
+ * rewrites it). They leave the pending lists, unless the transaction was
+ * not followed to the end (own_lost: some entries were not noted, so the
+ * probes must find the ids aborted). Another backend may have settled an
+ * id first (a row is free once the rollback is recorded, before these
+ * callbacks run): then the id is on its partition's aborted list, and its
  * entries were rewritten or are garbage either way.
  */
 static void
 own_rolled_back(bool all)
 {
-	int64		keep = 0;
+	int			ndying = 0;
+	int			kt = 0;
+	int64		ke = 0;
+
+	for (int i = 0; i < n_own_tags; i++)
+	{
+		own_tags[i].dying = all || !TransactionIdIsCurrentTransactionId(own_tags[i].xid);
+		ndying += own_tags[i].dying;
+	}
+	if (ndying == 0)
+		return;
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < n_own_tags; i++)
-		if (!own_tags[i].done && (all || !TransactionIdIsCurrentTransactionId(own_tags[i].xid)))
-		{
-			PartEntry  *p = hash_search(parts, &own_tags[i].pid, HASH_FIND, NULL);
-
-			own_tags[i].done = true;
-			if (p == NULL || own_lost)
-				continue;
-			for (int k = 0; k < p->npending; k++)
-				if (TransactionIdEquals(p->pending[k], own_tags[i].xid))
-				{
-					p->pending[k] = p->pending[--p->npending];
-					break;
-				}
-		}
-	for (int64 i = 0; i < n_own_entries; i++)
 	{
-		OwnEntry   *o = &own_entries[i];
-		OwnTag	   *t = &own_tags[o->tag];
-		HashEntry  *e = &entries[o->entry];
+		OwnTag	   *t = &own_tags[i];
+		PartEntry  *p;
 
-		if (!t->done)
-		{
-			own_entries[keep++] = *o;
+		if (!t->dying)
 			continue;
+		for (int64 k = t->first; k < t->end; k++)
+		{
+			HashEntry  *e = &entries[own_entries[k].entry];
+
+			if (TransactionIdEquals(e->xid, t->xid) && e->offset == own_entries[k].offset &&
+				memcmp(&e->key.pid, &t->pid, sizeof(pg_uuid_t)) == 0)
+				e->xid = QS_XID_ROLLED_BACK;
 		}
-		if (TransactionIdEquals(e->xid, t->xid) && e->offset == o->offset &&
-			memcmp(&e->key.pid, &t->pid, sizeof(pg_uuid_t)) == 0)
-			e->xid = QS_XID_ROLLED_BACK;
+		p = own_lost ? NULL : hash_search(parts, &t->pid, HASH_FIND, NULL);
+		for (int k = 0; p != NULL && k < p->npending; k++)
+			if (TransactionIdEquals(p->pending[k], t->xid))
+			{
+				p->pending[k] = p->pending[--p->npending];
+				break;
+			}
 	}
-	n_own_entries = keep;
 	LWLockRelease(shared->lock);
 
-	/* the settled ids go; the entries left are renumbered to the ids left */
-	keep = 0;
+	/* the settled ids and their entries go, the others close up */
 	for (int i = 0; i < n_own_tags; i++)
-		own_tags[i].renum = own_tags[i].done ? -1 : keep++;
-	for (int64 i = 0; i < n_own_entries; i++)
-		own_entries[i].tag = own_tags[own_entries[i].tag].renum;
-	keep = 0;
-	for (int i = 0; i < n_own_tags; i++)
-		if (!own_tags[i].done)
-			own_tags[keep++] = own_tags[i];
-	n_own_tags = keep;
+	{
+		OwnTag		t = own_tags[i];
+
+		if (t.dying)
+			continue;
+		memmove(&own_entries[ke], &own_entries[t.first], sizeof(OwnEntry) * (t.end - t.first));
+		t.end = ke + (t.end - t.first);
+		t.first = ke;
+		ke = t.end;
+		own_tags[kt++] = t;
+	}
+	n_own_tags = kt;
+	n_own_entries = ke;
 }
 
+/*
+ * A rollback, of the transaction or of a subtransaction, that noted ids.
+ * (The notes go with the transaction's memory, whatever its end.)
+ */
 static void
 own_xact_callback(XactEvent event, void *arg)
 {
-	switch (event)
-	{
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			if (n_own_tags > 0)
-				own_rolled_back(true);
-			/* FALLTHROUGH */
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
-			own_forget();
-			break;
-		default:
-			break;
-	}
+	if ((event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) && n_own_tags > 0)
+		own_rolled_back(true);
 }
 
 static void
@@ -843,7 +863,7 @@ make_room(TimestampTz now, PartEntry *keep, bool place)
 
 	scan.now = now;
 	memset(scan.memo, 0, sizeof(scan.memo));
-	remove_where(prunable, &scan);
+	remove_where(prunable, &scan, QS_SCAN_ROOM);
 	cached = victims;
 	hash_seq_init(&seq, parts);
 	while ((p = hash_seq_search(&seq)) != NULL)
@@ -875,7 +895,7 @@ make_room(TimestampTz now, PartEntry *keep, bool place)
 			forget_partition(cached[i]);
 		}
 		memset(scan.memo, 0, sizeof(scan.memo));
-		remove_where(prunable, &scan);
+		remove_where(prunable, &scan, QS_SCAN_ROOM);
 	}
 }
 
@@ -930,16 +950,8 @@ remember(PartEntry *p, const uint8 *h, uint32 tag, int64 offset, TimestampTz cre
 	e->offset = offset;
 	e->created_at = created_at;
 	e->xid = xid;
-	if (TransactionIdIsValid(xid) && !own_lost)
-	{
-		OwnEntry   *o = &own_entries[n_own_entries++];
-
-		Assert(n_own_entries <= max_own_entries && n_own_tags > 0 &&
-			   TransactionIdEquals(own_tags[n_own_tags - 1].xid, xid));
-		o->offset = offset;
-		o->entry = (uint32) (e - entries);
-		o->tag = n_own_tags - 1;
-	}
+	if (TransactionIdIsValid(xid))
+		own_entry(e);
 	return true;
 }
 
@@ -1764,6 +1776,7 @@ qs_dedup_stats(QsDedupStats *st)
 	st->window_reads = pg_atomic_read_u64(&shared->window_reads);
 	st->key_probes = pg_atomic_read_u64(&shared->key_probes);
 	st->evictions = pg_atomic_read_u64(&shared->evictions);
-	st->scans = pg_atomic_read_u64(&shared->scans);
+	for (int r = 0; r < QS_DEDUP_SCAN_REASONS; r++)
+		st->scans[r] = pg_atomic_read_u64(&shared->scans[r]);
 	return true;
 }

@@ -136,6 +136,15 @@ extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
 							const uint8 *hashes, TimestampTz created_at, bool dedup_on);
 extern void qs_dedup_shmem_init(void);
 
+/* why the dedup cache was passed over whole, under its lock */
+typedef enum QsDedupScan
+{
+	QS_SCAN_ROOM,				/* making room: pruning, stopping to cache */
+	QS_SCAN_DROP,				/* dropping one partition's hashes */
+	QS_SCAN_PURGE,				/* purging a partition's aborted hashes */
+	QS_DEDUP_SCAN_REASONS
+} QsDedupScan;
+
 typedef struct QsDedupStats
 {
 	int64		capacity;		/* hashes it can hold */
@@ -145,7 +154,7 @@ typedef struct QsDedupStats
 	uint64		window_reads;	/* probes answered by reading the window */
 	uint64		key_probes;		/* probes answered from queen.log_txn_keys */
 	uint64		evictions;		/* times a partition stopped being cached */
-	uint64		scans;			/* passes over the whole cache, under its lock */
+	uint64		scans[QS_DEDUP_SCAN_REASONS];	/* passes over the whole cache */
 } QsDedupStats;
 extern bool qs_dedup_stats(QsDedupStats *st);
 

@@ -1,8 +1,8 @@
 # Rolled-back pushes and the shared dedup cache. The backend that rolls a
 # push back settles its hashes itself, so no later probe passes over the
 # whole cache (under its lock, stalling every push of the server) to purge
-# them: /metrics counts those passes. A prepared transaction rolled back
-# from another session still goes the old way. And a rolled-back copy of an
+# them: /metrics counts those passes by reason. A prepared transaction
+# rolled back from another session still goes the old way. And a rolled-back copy of an
 # id whose original had left a lowered window keeps the cache's knowledge of
 # that original, through a raised window and through pruning.
 use strict;
@@ -34,11 +34,14 @@ sub push_ids
 
 sub count_of { my ($want, @st) = @_; return scalar grep { $_ eq $want } @st; }
 
+# Passes over the whole cache for one reason (room, drop, purge).
 sub scans
 {
+	my ($reason) = @_;
 	my ($status, $body) = http($node, 'GET', '/metrics');
 	die "GET /metrics: $status" unless $status == 200;
-	$body =~ /^queen_streams_dedup_cache_scans_total (\d+)$/m or die "no scans counter";
+	$body =~ /^queen_streams_dedup_cache_scans_total\{reason="$reason"\} (\d+)$/m
+	  or die "no scans counter for $reason";
 	return $1;
 }
 
@@ -58,7 +61,8 @@ is(count_of('queued', push_ids('big-e', map { "be-$_" } 1 .. 400)), 400, 'in eve
 is(count_of('duplicate', push_ids('big-c', 'bc-0', 'bc-1', 'bc-late-5')), 3, 'and duplicates once stored');
 
 is(count_of('queued', push_ids('p', map { "kept-$_" } 1 .. 10)), 10, 'ten ids stored');
-my $scans = scans();
+my $purges = scans('purge');
+my $drops = scans('drop');
 
 # Forty rollbacks each way, all into one partition (the old way purged the
 # cache every sixteenth).
@@ -81,7 +85,8 @@ END $$});
 $node->safe_psql('postgres', join "\n", 'BEGIN;', 'SAVEPOINT outer_sp;', 'SAVEPOINT inner_sp;',
 	push_sql('p', 'n-1'), 'RELEASE SAVEPOINT inner_sp;', push_sql('p', 'n-2'),
 	'ROLLBACK TO SAVEPOINT outer_sp;', push_sql('p', 'n-3'), 'COMMIT;');
-is(scans(), $scans, '160 rolled-back pushes: no pass over the cache');
+is(scans('purge'), $purges, '160 rolled-back pushes: no purge of the cache');
+is(scans('drop'), $drops, 'nor a partition dropped');
 
 my @st = push_ids('p', (map { "a-$_" } 1 .. 40), (map { "s-$_" } 1 .. 40), (map { "x-$_" } 1 .. 40),
 	'n-1', 'n-2');
@@ -89,7 +94,7 @@ is(count_of('queued', @st), 122, 'every rolled-back id is queued afterwards');
 @st = push_ids('p', (map { "kept-$_" } 1 .. 10), 'before-them', 'committed-with-them', 'n-3', 'a-1',
 	'x-40', 'n-2');
 is(count_of('duplicate', @st), 16, 'the committed ids, and the ones just queued, are duplicates');
-is(scans(), $scans, 'still no pass');
+is(scans('purge'), $purges, 'still no purge');
 
 # Prepared transactions rolled back: the backend that prepared them cannot
 # settle them, the next probes do, and purge every sixteenth with a pass.
@@ -99,7 +104,7 @@ for my $i (1 .. 17)
 	$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_$i'");
 }
 push_ids('p', 'after-prepared');
-cmp_ok(scans(), '>', $scans, 'seventeen rolled-back prepared transactions: a purge');
+is(scans('purge'), $purges + 1, 'seventeen rolled-back prepared transactions: one purge');
 is(count_of('queued', push_ids('p', map { "prep-$_" } 1 .. 17)), 17, 'and their ids are queued afterwards');
 is(count_of('duplicate', push_ids('p', 'kept-1', 'prep-1', 'after-prepared')), 3, 'the cache still answers right');
 
@@ -113,9 +118,9 @@ sleep 2;
 $node->safe_psql('postgres', 'BEGIN; ' . push_sql('o', 'orig') . ' ROLLBACK;');
 $node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'rb'});
 is(count_of('duplicate', push_ids('o', 'orig')), 1, 'raised window: the original is a duplicate again');
-$scans = scans();
+my $rooms = scans('room');
 is(count_of('queued', push_ids('filler', map { "f-$_" } 1 .. 1100)), 1100, 'the cache filled');
-cmp_ok(scans(), '>', $scans, 'and pruned');
+cmp_ok(scans('room'), '>', $rooms, 'and made room');
 is(count_of('duplicate', push_ids('o', 'orig')), 1, 'after pruning, still a duplicate');
 
 # The same with a prepared copy, purged while the raised window holds the
@@ -127,14 +132,14 @@ $node->safe_psql('postgres', 'BEGIN; ' . push_sql('o2', 'orig') . " PREPARE TRAN
 $node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_o2'");
 $node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'rb'});
 is(count_of('duplicate', push_ids('o2', 'orig')), 1, 'raised window: the second original is a duplicate');
-$scans = scans();
+$purges = scans('purge');
 for my $i (1 .. 17)
 {
 	$node->safe_psql('postgres', 'BEGIN; ' . push_sql('o2', "prep-$i") . " PREPARE TRANSACTION 'rb_$i';");
 	$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_$i'");
 }
 push_ids('o2', 'after-prepared');
-cmp_ok(scans(), '>', $scans, 'purged');
+is(scans('purge'), $purges + 1, 'purged');
 is(count_of('duplicate', push_ids('o2', 'orig')), 1, 'after the purge, still a duplicate');
 
 $node->stop;
