@@ -581,10 +581,10 @@ add_pending(PartEntry *p, TransactionId x)
  * sixteenth such id of a partition would cost a pass over the whole cache,
  * under the lock, to purge them. Memory in TopTransactionContext, reserved
  * before the lock is taken. A settled id is forgotten; a transaction that
- * notes more entries than the cache holds, or more ids than its pending
- * lists can (QS_DEDUP_PENDING a partition), stops being followed
- * (own_lost): its rolled-back ids are left to the probes, as a prepared
- * transaction's are.
+ * notes more entries than the cache holds, or more ids than the cache has
+ * pending places (QS_DEDUP_PENDING a partition; an id noted again after
+ * another partition's counts again), stops being followed (own_lost): its
+ * rolled-back ids are left to the probes, as a prepared transaction's are.
  */
 typedef struct OwnTag
 {
@@ -608,6 +608,7 @@ static OwnEntry *own_entries = NULL;
 static int64 n_own_entries = 0;
 static int64 max_own_entries = 0;
 static bool own_lost = false;
+static bool own_watched = false;	/* own_forget is registered for this transaction */
 
 /* At the end of the transaction, with its memory (a reset callback of it). */
 static void
@@ -618,37 +619,45 @@ own_forget(void *arg)
 	n_own_tags = max_own_tags = 0;
 	n_own_entries = max_own_entries = 0;
 	own_lost = false;
+	own_watched = false;
 }
 
 /* Room for one more id and `n` more entries, unless that is past the bounds. */
 static void
 own_reserve(int64 n)
 {
-	if (n_own_tags == QS_DEDUP_PENDING * max_parts || n_own_entries + n > max_entries)
-		own_lost = true;
-	if (own_lost)
-		return;
-	if (own_tags == NULL)
+	/* first, so that even a transaction not followed forgets at its end */
+	if (!own_watched)
 	{
 		MemoryContextCallback *cb = MemoryContextAlloc(TopTransactionContext, sizeof(*cb));
 
 		cb->func = own_forget;
 		cb->arg = NULL;
 		MemoryContextRegisterResetCallback(TopTransactionContext, cb);
+		own_watched = true;
 	}
+	if (n_own_tags == QS_DEDUP_PENDING * max_parts || n_own_entries + n > max_entries)
+		own_lost = true;
+	if (own_lost)
+		return;
+	/* sizes set once the memory is had: an error here must leave them true */
 	if (n_own_tags == max_own_tags)
 	{
-		max_own_tags = Max(16, max_own_tags * 2);
+		int			m = Max(16, max_own_tags * 2);
+
 		own_tags = own_tags == NULL ?
-			MemoryContextAlloc(TopTransactionContext, sizeof(OwnTag) * max_own_tags) :
-			repalloc(own_tags, sizeof(OwnTag) * max_own_tags);
+			MemoryContextAlloc(TopTransactionContext, sizeof(OwnTag) * m) :
+			repalloc(own_tags, sizeof(OwnTag) * m);
+		max_own_tags = m;
 	}
 	if (n_own_entries + n > max_own_entries)
 	{
-		max_own_entries = Max(n_own_entries + n, Max(256, max_own_entries * 2));
+		int64		m = Max(n_own_entries + n, Max(256, max_own_entries * 2));
+
 		own_entries = own_entries == NULL ?
-			MemoryContextAllocHuge(TopTransactionContext, sizeof(OwnEntry) * max_own_entries) :
-			repalloc_huge(own_entries, sizeof(OwnEntry) * max_own_entries);
+			MemoryContextAllocHuge(TopTransactionContext, sizeof(OwnEntry) * m) :
+			repalloc_huge(own_entries, sizeof(OwnEntry) * m);
+		max_own_entries = m;
 	}
 }
 

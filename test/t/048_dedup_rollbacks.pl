@@ -96,6 +96,13 @@ is(count_of('queued', @st), 122, 'every rolled-back id is queued afterwards');
 is(count_of('duplicate', @st), 16, 'the committed ids, and the ones just queued, are duplicates');
 is(scans('purge'), $purges, 'still no purge');
 
+# One session whose first push is too large to follow: its later
+# transactions are followed again.
+$node->safe_psql('postgres', join "\n", 'BEGIN;', push_sql('huge', map { "h-$_" } 1 .. 1100), 'ROLLBACK;',
+	map { 'BEGIN; ' . push_sql('p', "after-huge-$_") . ' ROLLBACK;' } 1 .. 20);
+is(scans('purge'), $purges, 'after a transaction too large to follow, 20 rollbacks: no purge');
+is(count_of('queued', push_ids('p', map { "after-huge-$_" } 1 .. 20)), 20, 'and their ids are queued afterwards');
+
 # Prepared transactions rolled back: the backend that prepared them cannot
 # settle them, the next probes do, and purge every sixteenth with a pass.
 for my $i (1 .. 17)
