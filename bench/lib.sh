@@ -81,3 +81,5 @@ bench_listener() {
 	cc -O2 -o "$W/loadgen" "$BENCH/http/loadgen.c"
 }
 Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }
+# pgbench in W against "bench"; PGB_OPTIONS: settings for its sessions (PGOPTIONS)
+pgb() { (cd "$W" && as_pg env PGOPTIONS="${PGB_OPTIONS:-}" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n "$@" bench); }

@@ -63,10 +63,8 @@ script tenth 10
 # transactions a second, and the latency's standard deviation (ms)
 run() {
 	local out
-	(cd "$W" && as_pg "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n -c 4 -j 2 -T "$WARM" \
-		-f "scripts/$1.sql" bench >/dev/null 2>&1)
-	out=$(cd "$W" && as_pg "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n -c 4 -j 2 -T "$DUR" \
-		-P 1 -f "scripts/$1.sql" bench 2>&1)
+	pgb -c 4 -j 2 -T "$WARM" -f "scripts/$1.sql" >/dev/null 2>&1
+	out=$(pgb -c 4 -j 2 -T "$DUR" -P 1 -f "scripts/$1.sql" 2>&1)
 	printf '%s %s\n' "$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out")" \
 		"$(sed -n 's/^latency stddev = \([0-9.]*\) ms$/\1/p' <<<"$out")"
 }

@@ -163,8 +163,6 @@ NB=$(fresh bigwin nb-); NE=$(fresh emptywin ne-)
 
 # ---------------------------------------------------------------- pgbench points
 INV=0
-# PGB_OPTIONS: settings for the point's sessions (PGOPTIONS)
-pgb() { (cd "$W" && as_pg env PGOPTIONS="${PGB_OPTIONS:-}" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n "$@" bench); }
 count() {	# messages a side holds now
 	case $1 in
 	queen) Q -c "SELECT coalesce(sum(p.last_offset + 1), 0) FROM queen.log_partitions p
@@ -280,11 +278,10 @@ gen bench_pop notxn bench_pop push_text
 create_queue bench_pop
 gen base_fill base q_pop
 # shellcheck disable=SC2046
-(cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
-	-n -c 8 -j "$NCPU" -M simple -t $((3 * per)) -D n=1 $(files bench_pop) bench >/dev/null 2>&1)
+PGB_OPTIONS="-c synchronous_commit=off" pgb -c 8 -j "$NCPU" -M simple -t $((3 * per)) -D n=1 $(files bench_pop) \
+	>/dev/null 2>&1
 # shellcheck disable=SC2046
-(cd "$W" && as_pg env PGOPTIONS="-c synchronous_commit=off" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres \
-	-n -c 8 -j "$NCPU" -M simple -t "$per" $(files base_fill) bench >/dev/null 2>&1)
+PGB_OPTIONS="-c synchronous_commit=off" pgb -c 8 -j "$NCPU" -M simple -t "$per" $(files base_fill) >/dev/null 2>&1
 Q -c "VACUUM ANALYZE" >/dev/null
 # pop+ack with bench/popack (the client reads each answer, as any client does)
 cc -O2 -o "$W/popack" "$BENCH/popack.c" -I"$("$BIN/pg_config" --includedir)" \
