@@ -2,9 +2,10 @@
 # push back settles its hashes itself, so no later probe passes over the
 # whole cache (under its lock, stalling every push of the server) to purge
 # them: /metrics counts those passes by reason. A prepared transaction
-# rolled back from another session still goes the old way. And a rolled-back copy of an
-# id whose original had left a lowered window keeps the cache's knowledge of
-# that original, through a raised window and through pruning.
+# rolled back from another session still goes the old way. And a
+# rolled-back copy of an id whose original had left a lowered window keeps
+# the cache's knowledge of that original, through a raised window and
+# through pruning.
 use strict;
 use warnings;
 
@@ -33,6 +34,22 @@ sub push_ids
 }
 
 sub count_of { my ($want, @st) = @_; return scalar grep { $_ eq $want } @st; }
+
+sub set_window
+{
+	$node->safe_psql('postgres', "UPDATE queen.queues SET dedup_window_seconds = $_[0] WHERE name = 'rb'");
+}
+
+# Each id pushed in a prepared transaction, rolled back from another session.
+sub roll_back_prepared
+{
+	my ($part, @ids) = @_;
+	for my $id (@ids)
+	{
+		$node->safe_psql('postgres', 'BEGIN; ' . push_sql($part, $id) . " PREPARE TRANSACTION 'rb_$id';");
+		$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_$id'");
+	}
+}
 
 # Passes over the whole cache for one reason (room, drop, purge).
 sub scans
@@ -105,11 +122,7 @@ is(count_of('queued', push_ids('p', map { "after-huge-$_" } 1 .. 20)), 20, 'and 
 
 # Prepared transactions rolled back: the backend that prepared them cannot
 # settle them, the next probes do, and purge every sixteenth with a pass.
-for my $i (1 .. 17)
-{
-	$node->safe_psql('postgres', 'BEGIN; ' . push_sql('p', "prep-$i") . " PREPARE TRANSACTION 'rb_$i';");
-	$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_$i'");
-}
+roll_back_prepared('p', map { "prep-$_" } 1 .. 17);
 push_ids('p', 'after-prepared');
 is(scans('purge'), $purges + 1, 'seventeen rolled-back prepared transactions: one purge');
 is(count_of('queued', push_ids('p', map { "prep-$_" } 1 .. 17)), 17, 'and their ids are queued afterwards');
@@ -120,10 +133,10 @@ is(count_of('duplicate', push_ids('p', 'kept-1', 'prep-1', 'after-prepared')), 3
 # both before and after the cache is filled and pruned.
 # (another id keeps the partition in the cache when it is pruned)
 is(count_of('queued', push_ids('o', 'orig', 'other')), 2, 'the original stored');
-$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 1 WHERE name = 'rb'});
+set_window(1);
 sleep 2;
 $node->safe_psql('postgres', 'BEGIN; ' . push_sql('o', 'orig') . ' ROLLBACK;');
-$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'rb'});
+set_window(3600);
 is(count_of('duplicate', push_ids('o', 'orig')), 1, 'raised window: the original is a duplicate again');
 my $rooms = scans('room');
 is(count_of('queued', push_ids('filler', map { "f-$_" } 1 .. 1100)), 1100, 'the cache filled');
@@ -133,18 +146,13 @@ is(count_of('duplicate', push_ids('o', 'orig')), 1, 'after pruning, still a dupl
 # The same with a prepared copy, purged while the raised window holds the
 # original: the purge keeps what the copy knew of it.
 is(count_of('queued', push_ids('o2', 'orig', 'other')), 2, 'a second original stored');
-$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 1 WHERE name = 'rb'});
+set_window(1);
 sleep 2;
-$node->safe_psql('postgres', 'BEGIN; ' . push_sql('o2', 'orig') . " PREPARE TRANSACTION 'rb_o2';");
-$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_o2'");
-$node->safe_psql('postgres', q{UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'rb'});
+roll_back_prepared('o2', 'orig');
+set_window(3600);
 is(count_of('duplicate', push_ids('o2', 'orig')), 1, 'raised window: the second original is a duplicate');
 $purges = scans('purge');
-for my $i (1 .. 17)
-{
-	$node->safe_psql('postgres', 'BEGIN; ' . push_sql('o2', "prep-$i") . " PREPARE TRANSACTION 'rb_$i';");
-	$node->safe_psql('postgres', "ROLLBACK PREPARED 'rb_$i'");
-}
+roll_back_prepared('o2', map { "prep-$_" } 1 .. 17);
 push_ids('o2', 'after-prepared');
 is(scans('purge'), $purges + 1, 'purged');
 is(count_of('duplicate', push_ids('o2', 'orig')), 1, 'after the purge, still a duplicate');
