@@ -222,3 +222,11 @@ fuzz-run:
 	$(MAKE) -C test/fuzz PG_CONFIG=$(PG_CONFIG) check $(if $(FUZZ_TIME),FUZZ_TIME=$(FUZZ_TIME))
 
 .PHONY: fuzz fuzz-run
+
+# The PGXN distribution: the committed tree of HEAD as name-version.zip
+# (scripts/check-meta.pl ZIP checks it against META.json).
+DISTNAME = $(QS)-$(EXTVERSION)
+DISTFILE = $(DISTNAME).zip
+dist:
+	git -C $(srcdir) archive --format zip --prefix=$(DISTNAME)/ -o $(abspath $(DISTFILE)) HEAD
+.PHONY: dist

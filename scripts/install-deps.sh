@@ -29,6 +29,8 @@ PACKAGES=(
 )
 # the dashboard's browser tests (test/t/070_dashboard_browser.pl, 071_dashboard_firefox.pl)
 [ "$TESTS" -eq 1 ] && PACKAGES+=(chromium firefox-esr)
+# the PGXN distribution's check (make dist, scripts/check-meta.pl)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(git unzip)
 # the router of cells (queen_streams_router; dblink comes with postgresql-15)
 [ "$CELLS" -eq 1 ] && PACKAGES+=(postgresql-15-plproxy)
 # the failover test's formation (scripts/ha-formation.sh, test/t/080_ha_failover.pl)
