@@ -31,6 +31,8 @@ PACKAGES=(
 [ "$TESTS" -eq 1 ] && PACKAGES+=(chromium firefox-esr)
 # the PGXN distribution's check (make dist, scripts/check-meta.pl)
 [ "$TESTS" -eq 1 ] && PACKAGES+=(git unzip)
+# the Debian package's build and check (debian/, test/deb/run.sh)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(debhelper postgresql-server-dev-all lintian dpkg-dev fakeroot)
 # the router of cells (queen_streams_router; dblink comes with postgresql-15)
 [ "$CELLS" -eq 1 ] && PACKAGES+=(postgresql-15-plproxy)
 # the failover test's formation (scripts/ha-formation.sh, test/t/080_ha_failover.pl)

@@ -8,7 +8,7 @@
 # While developing, a subset can be run (CI runs everything):
 #   QS_REGRESS="configure pop"  QS_ISOLATION="pop_pop"  QS_TAP="test/t/001_http_routes.pl"
 #   QS_PG_PRIVATE=1             (a private PostgreSQL tree: no machine-wide lock)
-#   QS_SUITES="regress tap"     (any of: lint regress pgtap tap; default all)
+#   QS_SUITES="regress tap"     (any of: lint deb regress pgtap tap; default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -30,6 +30,27 @@ else
 	exec 9>/tmp/queen_streams.test.lock
 	flock 9
 fi
+SUITES=${QS_SUITES:-lint deb regress pgtap tap}
+want() { [[ " $SUITES " == *" $1 "* ]]; }
+passed=0
+failed=0
+status=0
+
+# The Debian package is installed into, and purged from, the server's own
+# folders: it runs before this run's `make install`, under the install lock.
+if want deb; then
+	echo "== Debian package (test/deb/run.sh)"
+	DEBOUT=$(mktemp /tmp/queen_streams-deb-out.XXXXXX)
+	if [ -n "${QS_PG_PRIVATE:-}" ]; then
+		flock /tmp/queen_streams.test.lock bash test/deb/run.sh 2>&1 | tee "$DEBOUT" || status=1
+	else
+		bash test/deb/run.sh 2>&1 | tee "$DEBOUT" || status=1
+	fi
+	passed=$((passed + $(grep -cE '^ok [0-9]+' "$DEBOUT" || true)))
+	failed=$((failed + $(grep -cE '^not ok [0-9]+' "$DEBOUT" || true)))
+	rm -f "$DEBOUT"
+fi
+
 make -s -j"$(nproc)" QS_WERROR=1 >/dev/null
 make -s install >/dev/null
 
@@ -45,8 +66,6 @@ as_pg() {
 	else "$@"; fi
 }
 
-passed=0
-failed=0
 LOG="$WORK/test-output.log"
 note() { printf '%s\n' "$*" | tee -a "$LOG"; }
 
@@ -60,10 +79,6 @@ count_pg_regress() {	# counts "ok"/"FAILED" lines of pg_regress output
 }
 
 cd "$WORK"
-status=0
-
-SUITES=${QS_SUITES:-lint regress pgtap tap}
-want() { [[ " $SUITES " == *" $1 "* ]]; }
 SUBSET=()
 [ -n "${QS_REGRESS:-}" ] && SUBSET+=("REGRESS=$QS_REGRESS")
 [ -n "${QS_ISOLATION+x}" ] && SUBSET+=("ISOLATION=$QS_ISOLATION")
