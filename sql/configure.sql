@@ -184,6 +184,8 @@ SELECT pg_temp.try(format('SELECT queen.configure(%L)', r)) AS error,
     ('{"queue":""}'),
     ('{"options":{"leaseTime":30}}'),
     (jsonb_build_object('queue', repeat('q', 256))),
+    ('{"queue":"orders/eu"}'),
+    ('{"queue":".."}'),
     ('[]'),
     ('"cfg.orders"')) v(r);
 SELECT pg_temp.try($$SELECT queen.configure(NULL)$$) AS null_body;

@@ -182,6 +182,10 @@ SELECT pg_temp.try($$SELECT queen.push('{"items":[{"queue":"a","traceId":7}]}')$
 SELECT pg_temp.try(format($$SELECT queen.push('{"items":[{"queue":"%s"}]}')$$, repeat('q', 256)));
 SELECT pg_temp.try(format($$SELECT queen.push('{"items":[{"queue":"a","partition":"%s"}]}')$$, repeat('p', 256)));
 SELECT pg_temp.try(format($$SELECT queen.push('{"items":[{"queue":"a","transactionId":"%s"}]}')$$, repeat('t', 65536)));
+-- Names every HTTP route can carry as one path segment: no "/", not "." or "..".
+SELECT pg_temp.try($$SELECT queen.push('{"items":[{"queue":"orders/eu"}]}')$$);
+SELECT pg_temp.try($$SELECT queen.push('{"items":[{"queue":"a","partition":".."}]}')$$);
+SELECT pg_temp.try($$SELECT queen.push('{"items":[{"queue":"."}]}')$$);
 -- 255 bytes is still a valid name.
 SELECT status FROM pg_temp.results(queen.push(jsonb_build_object('items',
   jsonb_build_array(jsonb_build_object('queue', repeat('q', 255), 'payload', 1)))));

@@ -86,6 +86,9 @@ extern void qs_check_text(const char *what, const char *s, size_t len, size_t ma
 /* a name (queue, partition, namespace...): not empty, and the text rule within QS_NAME_MAX */
 extern const char *qs_name_problem(const char *name);
 extern void qs_check_name(const char *kind, const char *item, const char *name);
+extern const char *qs_new_name_problem(const char *name);
+extern const char *qs_new_name_detail(const char *why);
+extern void qs_check_new_name(const char *kind, const char *item, const char *name);
 
 /* uuid7.c */
 extern void qs_uuid7(pg_uuid_t *out);

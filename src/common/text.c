@@ -51,16 +51,42 @@ qs_name_problem(const char *name)
 }
 
 /*
- * A name (`kind` is "queue", "partition", ...): not empty, valid text, at
- * most QS_NAME_MAX bytes, else 22023 naming it: "queue name", or
- * `<item>: "queue"` for a field of a request item.
+ * Why a name cannot be given to a new queue, partition or consumer group,
+ * or NULL: besides the rule above, every HTTP route carries a name as one
+ * URL path segment, where "/" separates segments and clients resolve "."
+ * and ".." before sending (Queen itself takes any string, and such a name
+ * is then unreachable over HTTP).
  */
-void
-qs_check_name(const char *kind, const char *item, const char *name)
+const char *
+qs_new_name_problem(const char *name)
+{
+	const char *why = qs_name_problem(name);
+
+	if (why != NULL)
+		return why;
+	if (strchr(name, '/') != NULL)
+		return "must not contain \"/\"";
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return "must not be \".\" or \"..\"";
+	return NULL;
+}
+
+/* The detail that goes with qs_new_name_problem's own reasons, or NULL. */
+const char *
+qs_new_name_detail(const char *why)
+{
+	if (strncmp(why, "must not contain", 16) == 0 || strncmp(why, "must not be \"", 13) == 0)
+		return "HTTP routes carry a name as one URL path segment.";
+	return NULL;
+}
+
+static void
+check_name(const char *kind, const char *item, const char *name, const char *why)
 {
 	char		what[128];
+	const char *detail;
 
-	if (qs_name_problem(name) == NULL)
+	if (why == NULL)
 		return;
 	if (item)
 		snprintf(what, sizeof(what), "%s: \"%s\"", item, kind);
@@ -70,5 +96,29 @@ qs_check_name(const char *kind, const char *item, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what)));
+	detail = qs_new_name_detail(why);
+	if (detail != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s %s", what, why),
+				 errdetail("%s", detail)));
 	qs_check_text(what, name, strlen(name), QS_NAME_MAX);
+}
+
+/*
+ * A name (`kind` is "queue", "partition", ...): not empty, valid text, at
+ * most QS_NAME_MAX bytes, else 22023 naming it: "queue name", or
+ * `<item>: "queue"` for a field of a request item.
+ */
+void
+qs_check_name(const char *kind, const char *item, const char *name)
+{
+	check_name(kind, item, name, qs_name_problem(name));
+}
+
+/* The same for a name that a push, configure or pop may create. */
+void
+qs_check_new_name(const char *kind, const char *item, const char *name)
+{
+	check_name(kind, item, name, qs_new_name_problem(name));
 }

@@ -231,7 +231,7 @@ qs_configure(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queue is required")));
 	queue = pnstrdup(v.val.string.val, v.val.string.len);
-	qs_check_name("queue", NULL, queue);
+	qs_check_new_name("queue", NULL, queue);
 	ns = label(obj, "namespace");
 	task = label(obj, "task");
 	if (ns[0] != '\0')

@@ -798,8 +798,8 @@ qs_push(PG_FUNCTION_ARGS)
 		if (it->partition == NULL)
 			it->partition = "Default";
 		/* checked again on resolve; here the error can name the item */
-		qs_check_name("queue", what, it->queue);
-		qs_check_name("partition", what, it->partition);
+		qs_check_new_name("queue", what, it->queue);
+		qs_check_new_name("partition", what, it->partition);
 		qs_uuid7(&it->id);
 		qs_push_item_txn(it, o, what);
 		it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);

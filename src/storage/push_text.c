@@ -211,17 +211,18 @@ item_string(PtState *st, int i, int f, bool required, char **out)
 	return true;
 }
 
-/* qs_check_name's rule, its error held back to be raised in queen.push's order. */
+/* qs_check_new_name's rule, its error held back to be raised in queen.push's order. */
 static bool
 item_name_ok(PtState *st, int i, int f, const char *name)
 {
-	const char *why = qs_name_problem(name);
+	const char *why = qs_new_name_problem(name);
 
 	if (why == NULL)
 		return true;
 	hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
 		 psprintf("%s: \"%s\" %s", item_what(i), field_names[f].name, why),
-		 strcmp(why, "is too long") == 0 ? psprintf("Names are at most %d bytes.", QS_NAME_MAX) : NULL);
+		 strcmp(why, "is too long") == 0 ? psprintf("Names are at most %d bytes.", QS_NAME_MAX)
+		 : (char *) qs_new_name_detail(why));
 	return false;
 }
 
