@@ -200,7 +200,17 @@ SELECT name, paused FROM queen_streams.list_streams() ORDER BY name;
 SELECT r->>'paused' AS paused FROM queen_streams.resume_stream('visits') r;
 SELECT stream, partition, lag, open_windows, cycles, errors
   FROM queen_streams.stream_status('visits');
+-- a declared stream is not dropped as a bare query: its group would stay
+DO $$ BEGIN
+	PERFORM queen_streams.drop_query('visits');
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE 'drop_query: %: %', SQLSTATE, SQLERRM;
+END $$;
 SELECT r->>'dropped' AS dropped FROM queen_streams.drop_stream('visits') r;
+-- a source queue that exists draws no notice
+SELECT jsonb_array_length(queen.push('{"items":[{"queue":"declared.src","payload":1}]}')) AS pushed;
+SELECT queen_streams.create_stream('declared.present', pg_temp.def('{source}', '"declared.src"'))->>'name' AS created;
+SELECT r->>'dropped' AS dropped FROM queen_streams.drop_stream('declared.present') r;
 SELECT count(*) AS visits_query FROM queen_streams.queries WHERE name = 'visits';
 DO $$
 DECLARE

@@ -247,6 +247,22 @@ SELECT b AS body, queen_streams.http_status('queries', b) AS http
 SELECT queen_streams.http_status('queries', NULL) IS NULL AS strict;
 SELECT pg_temp.try($$SELECT queen_streams.http_status('nope', '{}')$$) AS unknown_route;
 
+-------------------------------------------------------------------------
+-- queen_streams.drop_query: the query and its state go; unknown names are
+-- 42704; the name can then be registered afresh.
+-------------------------------------------------------------------------
+SELECT queen_streams.register_query('{"name":"drop.me","source_queue":"src","config_hash":"h1"}')->>'fresh' AS registered;
+INSERT INTO queen_streams.state (query_id, partition_id, key, value)
+SELECT id, gen_random_uuid(), 'k' || i, '{}' FROM queen_streams.queries, generate_series(1, 3) i
+ WHERE name = 'drop.me';
+SELECT queen_streams.drop_query('drop.me') - 'query_id' AS dropped;
+SELECT count(*) AS query_rows FROM queen_streams.queries WHERE name = 'drop.me';
+SELECT count(*) AS state_rows FROM queen_streams.state s
+ WHERE NOT EXISTS (SELECT 1 FROM queen_streams.queries q WHERE q.id = s.query_id);
+SELECT pg_temp.try($$SELECT queen_streams.drop_query('drop.me')$$) AS dropped_twice;
+SELECT pg_temp.try($$SELECT queen_streams.drop_query(NULL)$$) AS null_name;
+SELECT queen_streams.register_query('{"name":"drop.me","source_queue":"src","config_hash":"h2"}')->>'fresh' AS registered_again;
+
 -- The answered steps, in order, with their HTTP status.
 SELECT step, queen_streams.http_status('queries', r) AS http, r->>'success' AS success
   FROM reg_log ORDER BY n;

@@ -46,6 +46,11 @@ static QsPlan drop_query_plan = {
 	"DELETE FROM queen_streams.queries WHERE id = $1", 1, {UUIDOID}
 };
 
+static QsPlan source_plan = {
+	"SELECT 1 FROM queen.queues WHERE tenant_id = $1 AND name = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
 static QsPlan definition_plan = {
 	"SELECT definition FROM queen_streams.declared_streams WHERE query_id = $1",
 	1, {UUIDOID}
@@ -208,6 +213,14 @@ qs_create_stream(PG_FUNCTION_ARGS)
 	args[3] = JsonbPGetDatum(norm);
 	args[4] = CStringGetTextDatum(hash);
 	qs_exec(&insert_plan, args, NULL, 0);
+	/* declaring before the first push is fine: the queue appears with it */
+	args[0] = qs_uuid_datum(&tenant);
+	args[1] = CStringGetTextDatum(d.source);
+	qs_exec(&source_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+		ereport(NOTICE,
+				(errmsg("source queue \"%s\" does not exist yet", d.source),
+				 errdetail("The stream starts folding when the first message is pushed to it.")));
 	qs_spi_finish();
 
 	res = answer(name, &id, hash, false, norm, "fresh", fresh);

@@ -211,3 +211,66 @@ qs_register_query(PG_FUNCTION_ARGS)
 	qsj_end_object(&j);
 	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }
+
+static QsPlan lookup_plan = {
+	"SELECT q.id, EXISTS (SELECT 1 FROM queen_streams.declared_streams d WHERE d.query_id = q.id)"
+	"  FROM queen_streams.queries q WHERE q.tenant_id = $1 AND q.name = $2 FOR UPDATE OF q",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan delete_plan = {
+	"DELETE FROM queen_streams.queries WHERE id = $1", 1, {UUIDOID}
+};
+
+/*
+ * queen_streams.drop_query(name, tenant): forget a registered query and its
+ * state (the state rows go by the foreign key's cascade). The consumer
+ * group that read its source is the client's own, named by the client, so
+ * its cursors stay (DELETE /api/v1/consumer-groups/:group removes them); a
+ * declared stream is dropped with drop_stream, which knows its group.
+ */
+PG_FUNCTION_INFO_V1(qs_drop_query);
+Datum
+qs_drop_query(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	pg_uuid_t	tenant;
+	pg_uuid_t	id;
+	Datum		args[2];
+	bool		isnull;
+	QsJson		j;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("query name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	qs_tenant_arg(fcinfo, 1, &tenant);
+
+	qs_spi_connect();
+	args[0] = qs_uuid_datum(&tenant);
+	args[1] = CStringGetTextDatum(name);
+	qs_exec(&lookup_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("query \"%s\" does not exist", name)));
+	id = *DatumGetUUIDP(qs_col(0, 1, &isnull));
+	if (qs_col_bool(0, 2, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("query \"%s\" is a declared stream", name),
+				 errhint("Drop it with queen_streams.drop_stream, which also removes its consumer group's cursors.")));
+	args[0] = qs_uuid_datum(&id);
+	qs_exec(&delete_plan, args, NULL, 0);
+	qs_spi_finish();
+
+	qsj_init(&j);
+	qsj_object(&j, NULL);
+	qsj_bool(&j, "success", true);
+	qsj_str(&j, "name", name);
+	qsj_uuid(&j, "query_id", &id);
+	qsj_bool(&j, "dropped", true);
+	qsj_end_object(&j);
+	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+}
