@@ -79,6 +79,9 @@ sub until_status
 
 sub log_text { return slurp_file($node->logfile); }
 
+# The error of an answer (a successful push answers an array).
+sub err { my ($doc) = @_; return ref $doc eq 'HASH' ? $doc->{error} : undef; }
+
 # ====================================================================== secrets from files
 my ($st, $doc);
 ($st) = call('GET', '/api/v1/resources/queues', undef, hs256({ role => 'read-only', exp => $later }, $secret1));
@@ -161,7 +164,7 @@ $node->append_conf('postgresql.conf', "queen_streams.tenancy = header\n");
 $node->reload;
 ($st, $doc) = until_status(403, 'POST', '/api/v1/push', $push, $rw, $A);
 is($st, 403, 'tenancy = header, no jwt_tenant_claim: a token is not trusted with the header\'s tenant');
-is($doc->{error}, 'the token names no tenant', 'error says why');
+is(err($doc), 'the token names no tenant', 'error says why');
 ($st) = call('POST', '/api/v1/system/maintenance', { enabled => JSON::PP::true }, $admin, $A);
 is($st, 403, 'nor is an admin token without a tenant');
 is($node->safe_psql('postgres', "SELECT count(*) FROM queen.queues WHERE name = 'tq'"), '0', 'nothing was written');
@@ -178,7 +181,7 @@ is($st, 201, 'a token of tenant B pushes as B');
 my $maint = $node->safe_psql('postgres', "SELECT queen.maintenance('push')::text");
 ($st, $doc) = call('POST', '/api/v1/system/maintenance', { enabled => JSON::PP::true }, $adminA, $A);
 is($st, 403, 'an admin of tenant A cannot switch maintenance on for every tenant');
-is($doc->{error}, 'the route acts on every tenant: it needs a server-wide admin token', 'error says why');
+is(err($doc), 'the route acts on every tenant: it needs a server-wide admin token', 'error says why');
 is($node->safe_psql('postgres', "SELECT queen.maintenance('push')::text"), $maint, 'maintenance unchanged');
 ($st) = call('GET', '/api/v1/system/maintenance', undef, $adminA, $A);
 is($st, 403, 'nor read it');
@@ -228,7 +231,7 @@ for my $c (
 {
 	($st, $doc) = call('GET', '/api/v1/resources/queues', undef, hs256($c->[1], $secret2, $c->[2]), $A);
 	is($st, 401, "$c->[0]: 401");
-	is($doc->{error}, $c->[3], "$c->[0]: error");
+	is(err($doc), $c->[3], "$c->[0]: error");
 }
 ($st) = call('GET', '/api/v1/resources/queues', undef,
 	hs256({ role => 'read-only', nbf => $now - 10, iat => $now - 10 }, $secret2), $A);
