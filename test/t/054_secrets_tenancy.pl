@@ -237,5 +237,19 @@ for my $c (
 	hs256({ role => 'read-only', nbf => $now - 10, iat => $now - 10 }, $secret2), $A);
 is($st, 200, 'numeric nbf and iat in the past: 200');
 
+# ====================================================================== a file refused at start
+# the setting is left unset with a WARNING; the inline secret (set too) is used
+$node->stop;
+chmod(0644, "$dir/jwt.secret") or die;
+$node->start;
+wait_http($node);
+like(log_text(), qr/WARNING:  invalid value for parameter "queen_streams.jwt_secret_file": "\Q$dir\E\/jwt.secret"/,
+	'at start a world-readable file is a WARNING naming the path');
+($st) = call('GET', '/api/v1/resources/queues', undef, hs256({ role => 'read-only' }, $secret2), $A);
+is($st, 401, 'and its secret is not used');
+($st) = call('GET', '/api/v1/resources/queues', undef, hs256({ role => 'read-only' }, $logged), $A);
+is($st, 200, 'the inline setting is, as when the file setting is unset');
+unlike(log_text(), qr/\Q$secret2\E/, 'the file\'s contents are still nowhere in the log');
+
 $node->stop;
 done_testing();
