@@ -175,8 +175,9 @@ qs_guc_init(void)
 							   NULL, NULL, NULL);
 	DefineCustomStringVariable("queen_streams.jwt_tenant_claim",
 							   gettext_noop("Token claim that names the only tenant a token may act for."),
-							   gettext_noop("When set, with tenancy = header, a request whose tenant is not "
-											"the UUID in this claim is refused with 403. Empty: not checked."),
+							   gettext_noop("With auth = jwt and tenancy = header a token must carry it: a tenant UUID, "
+											"or \"*\" in an admin token (server-wide). Without it (or with this empty) a token "
+											"is refused with 403 unless queen_streams.jwt_trust_tenant_header is on."),
 							   &qs_jwt_tenant_claim,
 							   "",
 							   PGC_SUSET, 0,

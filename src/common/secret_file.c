@@ -39,7 +39,8 @@ read_secret_file(const char *path, char **out)
 	ssize_t		n = 0;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | PG_BINARY | O_CLOEXEC, 0);
+	/* O_NONBLOCK: a FIFO must not hang the postmaster; a regular file ignores it */
+	fd = open(path, O_RDONLY | O_NONBLOCK | PG_BINARY | O_CLOEXEC, 0);
 	if (fd < 0)
 	{
 		GUC_check_errdetail("Could not open the file: %m.");

@@ -113,10 +113,12 @@ put_file("$dir/group.secret", "x\n", 0640);
 put_file("$dir/world.secret", "x\n", 0604);
 put_file("$dir/empty.secret", "\n");
 put_file("$dir/bad.key", "not hex\n");
+system('mkfifo', '-m', '0600', "$dir/fifo.secret") == 0 or die "mkfifo failed";
 for my $c (
 	[ 'jwt_secret_file', "$dir/group.secret", qr/has group or world access/ ],
 	[ 'jwt_secret_file', "$dir/world.secret", qr/has group or world access/ ],
 	[ 'jwt_secret_file', $dir, qr/is not a regular file/ ],
+	[ 'jwt_secret_file', "$dir/fifo.secret", qr/is not a regular file/ ],
 	[ 'jwt_secret_file', "$dir/missing.secret", qr/Could not open the file: No such file/ ],
 	[ 'jwt_secret_file', "$dir/empty.secret", qr/The file is empty/ ],
 	[ 'encryption_key_file', "$dir/bad.key", qr/64 hexadecimal digits/ ])
