@@ -19,6 +19,7 @@ OBJS = \
 	src/common/jsonb_value.o \
 	src/common/jwt.o \
 	src/common/json_in.o \
+	src/common/secret_file.o \
 	src/common/spi_plan.o \
 	src/common/subxact.o \
 	src/common/tenant.o \

@@ -33,6 +33,14 @@ SELECT queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}', pg_temp.claims(-
 -- not yet valid
 SELECT queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}',
        jsonb_build_object('role', 'admin', 'nbf', extract(epoch FROM now())::int + 300), 's3cret'))->>'error' AS nbf;
+-- nbf, iat and exp must be numbers (RFC 7519 NumericDate), a string one fails
+SELECT c, queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}', '{"role":"admin"}'::jsonb || c, 's3cret'))->>'error' AS numeric_date
+  FROM unnest(ARRAY['{"nbf":"1700000000"}', '{"iat":"1700000000"}', '{"exp":"4102444800"}', '{"nbf":true}',
+                    '{"iat":null}', '{"nbf":1700000000,"iat":1700000000}']::jsonb[]) c;
+-- a crit header (RFC 7515 4.1.11: we process no extension, so none is understood)
+SELECT h, queen_streams.verify_token(pg_temp.hs(h, '{"role":"admin"}', 's3cret'))->>'error' AS crit
+  FROM unnest(ARRAY['{"alg":"HS256","crit":["exp"],"exp":1}', '{"alg":"HS256","crit":[]}',
+                    '{"alg":"HS256","crit":"b64"}']::jsonb[]) h;
 -- wrong signature; a tampered payload
 SELECT queen_streams.verify_token(pg_temp.hs('{"alg":"HS256"}', pg_temp.claims(60), 'other'))->>'error' AS wrong_key;
 SELECT queen_streams.verify_token(
@@ -120,6 +128,8 @@ GRANT EXECUTE ON FUNCTION queen_streams.verify_token(text) TO jwt_nobody;
 SET ROLE jwt_nobody;
 SHOW queen_streams.jwt_secret;
 SET queen_streams.jwt_secret = 'mine';
+SHOW queen_streams.jwt_secret_file;
+SHOW queen_streams.encryption_key_file;
 SET queen_streams.jwt_tenant_claim = 'tid';
 RESET ROLE;
 DROP OWNED BY jwt_nobody;

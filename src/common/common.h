@@ -26,11 +26,21 @@ extern int	qs_dedup_partition_entries;
 extern int	qs_dedup_key_budget;
 extern int	qs_backend_heap_keep_kb;
 extern char *qs_encryption_key;
+extern char *qs_encryption_key_file;
 extern bool qs_encryption_fail_open;
 extern bool qs_ack_requires_lease;
 extern int	qs_stream_workers;
 extern int	qs_stream_poll_ms;
 extern void qs_guc_init(void);
+
+/* secret_file.c: secrets read from files, at start and on SIGHUP */
+#include "utils/guc.h"
+extern bool qs_check_jwt_secret_file(char **newval, void **extra, GucSource source);
+extern void qs_assign_jwt_secret_file(const char *newval, void *extra);
+extern bool qs_check_encryption_key_file(char **newval, void **extra, GucSource source);
+extern void qs_assign_encryption_key_file(const char *newval, void *extra);
+extern const char *qs_jwt_hmac_secret(void);
+extern const char *qs_encryption_key_text(void);
 
 /* jwt.c: bearer tokens and the access levels their `role` claim grants */
 typedef enum QsAccess
@@ -47,12 +57,14 @@ typedef struct QsToken
 	QsAccess	level;
 	char	   *sub;			/* NULL when absent */
 	char	   *tenant;			/* the jwt_tenant_claim claim; NULL when absent or unset */
+	bool		tenant_present; /* that claim is in the token, a string or not */
 } QsToken;
 
 #define QS_AUTH_OFF 0
 #define QS_AUTH_JWT 1
 extern int	qs_auth_mode;
 extern char *qs_jwt_secret;
+extern char *qs_jwt_secret_file;
 extern char *qs_jwt_public_key_file;
 extern char *qs_jwt_tenant_claim;
 extern bool qs_jwt_require_exp;

@@ -15,12 +15,14 @@ int			qs_dedup_partition_entries = 0;
 int			qs_dedup_key_budget = 262144;
 int			qs_backend_heap_keep_kb = 8192;
 char	   *qs_encryption_key = NULL;
+char	   *qs_encryption_key_file = NULL;
 bool		qs_encryption_fail_open = false;
 bool		qs_ack_requires_lease = false;
 int			qs_stream_workers = 1;
 int			qs_stream_poll_ms = 1000;
 int			qs_auth_mode = QS_AUTH_OFF;
 char	   *qs_jwt_secret = NULL;
+char	   *qs_jwt_secret_file = NULL;
 char	   *qs_jwt_public_key_file = NULL;
 char	   *qs_jwt_tenant_claim = NULL;
 bool		qs_jwt_require_exp = false;
@@ -108,11 +110,21 @@ qs_guc_init(void)
 
 	DefineCustomStringVariable("queen_streams.encryption_key",
 							   gettext_noop("AES-256-GCM key for queues with encryption enabled, as 64 hex digits."),
-							   gettext_noop("When empty, the server's QUEEN_ENCRYPTION_KEY environment variable is used."),
+							   gettext_noop("Written to the server log when a reload changes it: prefer encryption_key_file. "
+											"Ignored while encryption_key_file is set; when both are empty, the server's "
+											"QUEEN_ENCRYPTION_KEY environment variable is used."),
 							   &qs_encryption_key,
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.encryption_key_file",
+							   gettext_noop("File holding the AES-256-GCM key as 64 hex digits; read at start and on SIGHUP."),
+							   gettext_noop("Owned by the server's user (mode 0600 or less) or root (0640 or less). "
+											"When set, encryption_key is ignored."),
+							   &qs_encryption_key_file,
+							   "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   qs_check_encryption_key_file, qs_assign_encryption_key_file, NULL);
 
 	DefineCustomBoolVariable("queen_streams.encryption_fail_open",
 							 gettext_noop("Store plaintext, with a WARNING, when a queue with encryption enabled has no usable key."),
@@ -140,11 +152,20 @@ qs_guc_init(void)
 							 NULL, NULL, NULL);
 	DefineCustomStringVariable("queen_streams.jwt_secret",
 							   gettext_noop("HMAC secret that HS256 bearer tokens are signed with."),
-							   NULL,
+							   gettext_noop("Written to the server log when a reload changes it: prefer jwt_secret_file. "
+											"Ignored while jwt_secret_file is set."),
 							   &qs_jwt_secret,
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen_streams.jwt_secret_file",
+							   gettext_noop("File holding the HMAC secret of HS256 bearer tokens; read at start and on SIGHUP."),
+							   gettext_noop("Its contents less trailing newlines. Owned by the server's user (mode 0600 "
+											"or less) or root (0640 or less). When set, jwt_secret is ignored."),
+							   &qs_jwt_secret_file,
+							   "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   qs_check_jwt_secret_file, qs_assign_jwt_secret_file, NULL);
 	DefineCustomStringVariable("queen_streams.jwt_public_key_file",
 							   gettext_noop("PEM file with the RSA public key that RS256 bearer tokens are checked against."),
 							   NULL,
@@ -154,8 +175,9 @@ qs_guc_init(void)
 							   NULL, NULL, NULL);
 	DefineCustomStringVariable("queen_streams.jwt_tenant_claim",
 							   gettext_noop("Token claim that names the only tenant a token may act for."),
-							   gettext_noop("When set, with tenancy = header, a request whose tenant is not "
-											"the UUID in this claim is refused with 403. Empty: not checked."),
+							   gettext_noop("With auth = jwt and tenancy = header a token must carry it: a tenant UUID, "
+											"or \"*\" in an admin token (server-wide). Without it (or with this empty) a token "
+											"is refused with 403 unless queen_streams.jwt_trust_tenant_header is on."),
 							   &qs_jwt_tenant_claim,
 							   "",
 							   PGC_SUSET, 0,

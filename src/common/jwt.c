@@ -3,7 +3,8 @@
  * with OpenSSL), and the access levels its claims grant.
  *
  * A token must carry the algorithm of the configured key: HS256 with
- * queen_streams.jwt_secret, RS256 with queen_streams.jwt_public_key_file.
+ * the secret of queen_streams.jwt_secret_file (or jwt_secret), RS256 with
+ * queen_streams.jwt_public_key_file.
  * "none" and any other algorithm are refused, and so is a token whose
  * algorithm names a key type that is not configured, which is what stops
  * algorithm confusion (an RS256 public key used as an HMAC secret).
@@ -262,26 +263,34 @@ member_string(List *members, const char *name)
 }
 
 /*
- * A numeric claim (exp, nbf): false when absent. Present but not a finite
- * number: *out is 0, which no check accepts. strtod never raises.
+ * A numeric claim (exp, nbf, iat): QS_CLAIM_ABSENT, QS_CLAIM_BAD when it is
+ * not a finite JSON number (a string "1700000000" included, as RFC 7519's
+ * NumericDate says), else QS_CLAIM_OK with *out. strtod never raises.
  */
-static bool
+typedef enum
+{
+	QS_CLAIM_ABSENT,
+	QS_CLAIM_BAD,
+	QS_CLAIM_OK
+} ClaimNumber;
+
+static ClaimNumber
 claim_number(List *members, const char *key, double *out)
 {
 	JwtMember  *m = member(members, key);
 	char	   *end;
+	double		d;
 
-	if (m == NULL)
-		return false;
 	*out = 0;
-	if (m->type == JSON_TOKEN_NUMBER)
-	{
-		double		d = strtod(m->text, &end);
-
-		if (*end == '\0' && isfinite(d))
-			*out = d;
-	}
-	return true;
+	if (m == NULL)
+		return QS_CLAIM_ABSENT;
+	if (m->type != JSON_TOKEN_NUMBER)
+		return QS_CLAIM_BAD;
+	d = strtod(m->text, &end);
+	if (*end != '\0' || !isfinite(d))
+		return QS_CLAIM_BAD;
+	*out = d;
+	return QS_CLAIM_OK;
 }
 
 /* Whether the aud claim (a string or an array of strings) names `want`. */
@@ -366,9 +375,11 @@ qs_jwt_verify(const char *token, int len, QsToken *out)
 		unsigned char mac[EVP_MAX_MD_SIZE];
 		unsigned int maclen = 0;
 
-		if (qs_jwt_secret == NULL || qs_jwt_secret[0] == '\0')
+		const char *secret = qs_jwt_hmac_secret();
+
+		if (secret == NULL)
 			return "HS256 tokens are not accepted";
-		if (HMAC(EVP_sha256(), qs_jwt_secret, strlen(qs_jwt_secret),
+		if (HMAC(EVP_sha256(), secret, strlen(secret),
 				 (const unsigned char *) token, dot2 - token, mac, &maclen) == NULL)
 			return "signature check failed";
 		if (slen != (int) maclen || CRYPTO_memcmp(mac, sig, maclen) != 0)
@@ -395,16 +406,40 @@ qs_jwt_verify(const char *token, int len, QsToken *out)
 	else
 		return "unsupported token algorithm";
 
+	/*
+	 * RFC 7515 4.1.11: a recipient must refuse a token whose crit header
+	 * names extensions it does not process; we process none.
+	 */
+	if (member(h, "crit") != NULL)
+		return "token has a critical header that is not understood";
+
 	now = (double) time(NULL);
-	if (claim_number(p, "exp", &t))
+	switch (claim_number(p, "exp", &t))
 	{
-		if (now > t + JWT_LEEWAY_SECONDS)
-			return "token expired";
+		case QS_CLAIM_BAD:
+			return "token exp is not a number";
+		case QS_CLAIM_OK:
+			if (now > t + JWT_LEEWAY_SECONDS)
+				return "token expired";
+			break;
+		case QS_CLAIM_ABSENT:
+			if (qs_jwt_require_exp)
+				return "token has no expiry";
+			break;
 	}
-	else if (qs_jwt_require_exp)
-		return "token has no expiry";
-	if (claim_number(p, "nbf", &t) && now + JWT_LEEWAY_SECONDS < t)
-		return "token not yet valid";
+	switch (claim_number(p, "nbf", &t))
+	{
+		case QS_CLAIM_BAD:
+			return "token nbf is not a number";
+		case QS_CLAIM_OK:
+			if (now + JWT_LEEWAY_SECONDS < t)
+				return "token not yet valid";
+			break;
+		case QS_CLAIM_ABSENT:
+			break;
+	}
+	if (claim_number(p, "iat", &t) == QS_CLAIM_BAD)
+		return "token iat is not a number";
 	if (qs_jwt_issuer != NULL && qs_jwt_issuer[0] != '\0' &&
 		((s = member_string(p, "iss")) == NULL || strcmp(s, qs_jwt_issuer) != 0))
 		return "token issuer not accepted";
@@ -415,7 +450,10 @@ qs_jwt_verify(const char *token, int len, QsToken *out)
 	out->sub = member_string(p, "sub");
 	out->level = role_level(member_string(p, "role"));
 	if (qs_jwt_tenant_claim != NULL && qs_jwt_tenant_claim[0] != '\0')
+	{
+		out->tenant_present = member(p, qs_jwt_tenant_claim) != NULL;
 		out->tenant = member_string(p, qs_jwt_tenant_claim);
+	}
 	return NULL;
 }
 

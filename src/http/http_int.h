@@ -30,6 +30,7 @@ extern int	qs_http_idle_timeout_ms;
 extern int	qs_http_max_connections;
 extern int	qs_http_statement_timeout_ms;
 extern int	qs_http_tenancy;
+extern bool qs_http_jwt_trust_tenant_header;
 extern int	qs_http_retention_interval_s;
 extern int	qs_http_pop_recheck_ms;
 extern int	qs_http_sample_interval_s;
@@ -214,7 +215,8 @@ typedef struct QsReq
 	char	   *sub;			/* the bearer token's subject (auth = jwt) */
 	bool		token_checked;	/* a bearer token was verified for this request */
 	QsAccess	level;			/* its access level */
-	char	   *token_tenant;	/* its jwt_tenant_claim claim, or NULL */
+	QsToken		token;			/* its claims */
+	bool		server_admin;	/* a server-wide admin (router.c): may act across tenants */
 	const char *www_authenticate;	/* the challenge of a 401 */
 	StringInfoData body;
 	bool		body_too_large;

@@ -309,11 +309,11 @@ metrics_run(QsReq *req)
 
 	/*
 	 * Under tenancy a tenant sees its own queues; the listener-wide series
-	 * count every tenant's requests, so only an admin token sees them.
+	 * count every tenant's requests, so only a server-wide admin sees them.
 	 */
 	initStringInfo(&out);
 	qs_metrics_text(&out, tenancy ? &req->tenant : NULL,
-					!tenancy || (req->token_checked && req->level == QS_ACCESS_ADMIN));
+					!tenancy || req->server_admin);
 	req->status = 200;
 	req->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	req->resp = out.data;

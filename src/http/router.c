@@ -469,7 +469,7 @@ authenticate(QsReq *req)
 	req->sub = tok.sub;
 	req->token_checked = true;
 	req->level = tok.level;
-	req->token_tenant = tok.tenant;
+	req->token = tok;
 	return true;
 }
 
@@ -509,25 +509,75 @@ parse_tenant(QsReq *req)
 }
 
 /*
- * With queen_streams.jwt_tenant_claim set (and tenancy = header), the
- * tenant of the request (x-queen-tenant, or the default tenant when it is
- * absent) must be the UUID in that claim of the token: 403 otherwise, and
- * when the claim is missing or not a UUID.
+ * An admin route that takes no tenant (the maintenance switches): it acts
+ * on every tenant at once.
+ */
+static bool
+route_spans_tenants(QsRouteId id)
+{
+	const QsCall *call = qs_routes[id].call;
+
+	if (qs_routes[id].access != QS_ACCESS_ADMIN || call == NULL)
+		return false;
+	for (int i = 0; i < QS_CALL_MAX_ARGS && call->args[i] != NULL; i++)
+		if (strcmp(call->args[i], "tenant") == 0)
+			return false;
+	return true;
+}
+
+/*
+ * With auth = jwt and tenancy = header, the tenant a token acts for comes
+ * from its queen_streams.jwt_tenant_claim claim, failing closed:
+ *  - a tenant UUID: the request's tenant (x-queen-tenant, the default tenant
+ *    when absent) must be that one;
+ *  - "*" with role admin: a server-wide admin, any tenant;
+ *  - no claim (or the claim's name unset): refused, unless
+ *    jwt_trust_tenant_header (the behaviour before 0.8), where the header
+ *    is trusted and an admin token is server-wide;
+ *  - anything else: refused.
+ * Every refusal is 403 (the token is valid; it does not grant the tenant).
+ * An admin route that spans tenants needs a server-wide admin. Without
+ * tenancy there is one tenant, and every admin token is server-wide.
  */
 static bool
 token_grants_tenant(QsReq *req)
 {
+	const QsToken *tok = &req->token;
 	pg_uuid_t	claimed;
 
-	if (!req->token_checked || qs_http_tenancy != QS_TENANCY_HEADER ||
-		qs_jwt_tenant_claim == NULL || qs_jwt_tenant_claim[0] == '\0')
+	req->server_admin = false;
+	if (!req->token_checked)
 		return true;
-	if (req->token_tenant != NULL &&
-		qs_uuid_parse(req->token_tenant, strlen(req->token_tenant), &claimed) &&
-		memcmp(&claimed, &req->tenant, sizeof(pg_uuid_t)) == 0)
+	if (qs_http_tenancy != QS_TENANCY_HEADER)
+	{
+		req->server_admin = tok->level == QS_ACCESS_ADMIN;
 		return true;
-	qs_http_error(req, 403, "the token does not grant this tenant");
-	return false;
+	}
+	if (!tok->tenant_present)
+	{
+		if (!qs_http_jwt_trust_tenant_header)
+		{
+			qs_http_error(req, 403, "the token names no tenant");
+			return false;
+		}
+		req->server_admin = tok->level == QS_ACCESS_ADMIN;
+	}
+	else if (tok->tenant != NULL && strcmp(tok->tenant, "*") == 0 &&
+			 tok->level == QS_ACCESS_ADMIN)
+		req->server_admin = true;
+	else if (tok->tenant == NULL ||
+			 !qs_uuid_parse(tok->tenant, strlen(tok->tenant), &claimed) ||
+			 memcmp(&claimed, &req->tenant, sizeof(pg_uuid_t)) != 0)
+	{
+		qs_http_error(req, 403, "the token does not grant this tenant");
+		return false;
+	}
+	if (route_spans_tenants(req->route) && !req->server_admin)
+	{
+		qs_http_error(req, 403, "the route acts on every tenant: it needs a server-wide admin token");
+		return false;
+	}
+	return true;
 }
 
 typedef struct Framing

@@ -19,6 +19,7 @@ int			qs_http_idle_timeout_ms = 60000;
 int			qs_http_max_connections = 1000;
 int			qs_http_statement_timeout_ms = 30000;
 int			qs_http_tenancy = QS_TENANCY_OFF;
+bool		qs_http_jwt_trust_tenant_header = false;
 int			qs_http_retention_interval_s = 60;
 int			qs_http_pop_recheck_ms = 1000;
 int			qs_http_sample_interval_s = 60;
@@ -122,6 +123,14 @@ qs_http_guc_init(void)
 							 NULL,
 							 &qs_http_tenancy,
 							 QS_TENANCY_OFF, tenancy_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("queen_streams.jwt_trust_tenant_header",
+							 gettext_noop("With auth = jwt and tenancy = header, let a token without the tenant claim act for the tenant x-queen-tenant names."),
+							 gettext_noop("Off (the default): such a token is refused with 403. On: the behaviour before 0.8, "
+										  "where such a token of role admin is also a server-wide admin."),
+							 &qs_http_jwt_trust_tenant_header,
+							 false,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("queen_streams.retention_interval",

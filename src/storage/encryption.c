@@ -28,11 +28,14 @@
 #define QS_NONCE_LEN 12
 #define QS_TAG_LEN	16
 
-/* The key: the setting, else QUEEN_ENCRYPTION_KEY; exactly 64 hex digits. */
+/*
+ * The key: encryption_key_file's, else encryption_key, else
+ * QUEEN_ENCRYPTION_KEY; exactly 64 hex digits.
+ */
 static bool
 load_key(uint8 *key)
 {
-	const char *src = (qs_encryption_key && qs_encryption_key[0]) ? qs_encryption_key
+	const char *src = qs_encryption_key_text() ? qs_encryption_key_text()
 		: getenv("QUEEN_ENCRYPTION_KEY");
 
 	if (src == NULL || strlen(src) != QS_KEY_LEN * 2)

@@ -1,6 +1,7 @@
 # The seeded node of the dashboard's browser tests (070_dashboard_browser.pl,
 # Chromium; 071_dashboard_firefox.pl, Firefox): auth = jwt with a read-only
-# and an admin token, tenancy = header, a sample every 2 s; the queue orders
+# and an admin token, tenancy = header with the tokens' tenant taken from the
+# header (jwt_trust_tenant_header), a sample every 2 s; the queue orders
 # (partitions eu and us) with two dead letters, the consumer group billing, a
 # stream query and its state, tenant B's own queue; then what SQL says, for
 # the tests to compare with what the page shows.
@@ -40,6 +41,7 @@ sub dash_node
 	return qs_node($name, "queen_streams.auth = jwt\n"
 		. "queen_streams.jwt_secret = 'dash-secret'\n"
 		. "queen_streams.tenancy = header\n"
+		. "queen_streams.jwt_trust_tenant_header = on\n"
 		. "queen_streams.sample_interval = 2\n");
 }
 
