@@ -14,6 +14,8 @@ int			qs_dedup_cache_entries = 262144;
 int			qs_dedup_partition_entries = 0;
 int			qs_dedup_key_budget = 262144;
 int			qs_backend_heap_keep_kb = 8192;
+int			qs_max_pop_batch = 10000;
+int			qs_max_pop_partitions = 1000;
 char	   *qs_encryption_key = NULL;
 bool		qs_encryption_fail_open = false;
 bool		qs_ack_requires_lease = false;
@@ -61,6 +63,28 @@ qs_guc_init(void)
 							&qs_backend_heap_keep_kb,
 							8192, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	/*
+	 * Both as large as a declared stream may ask (definition.c) and far above
+	 * what Queen's clients send (batch 200, partitions 4). SUSET: an
+	 * administrator may raise them for one role (ALTER ROLE ... SET), a
+	 * caller not for itself.
+	 */
+	DefineCustomIntVariable("queen_streams.max_pop_batch",
+							gettext_noop("Largest batch one pop may ask for."),
+							gettext_noop("A pop that asks for more is refused (22023, HTTP 400) before it reads anything."),
+							&qs_max_pop_batch,
+							10000, 1, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.max_pop_partitions",
+							gettext_noop("Most partitions one wildcard pop may ask to claim."),
+							gettext_noop("A pop that asks for more is refused (22023, HTTP 400) before it reads anything."),
+							&qs_max_pop_partitions,
+							1000, 1, INT_MAX,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.zstd_level",

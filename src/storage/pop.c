@@ -636,6 +636,20 @@ pop_common(FunctionCallInfo fcinfo, bool as_text)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("partitions must be a positive integer"),
 				 errdetail("Got %d.", max_partitions)));
+	/* one pop decodes and answers at most this much (the answer is built in memory) */
+	if (c.budget > qs_max_pop_batch)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch must be at most %d (queen_streams.max_pop_batch)", qs_max_pop_batch),
+				 errdetail("Got %d.", c.budget),
+				 errhint("Pop in several calls, or raise queen_streams.max_pop_batch.")));
+	if (max_partitions > qs_max_pop_partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partitions must be at most %d (queen_streams.max_pop_partitions)",
+						qs_max_pop_partitions),
+				 errdetail("Got %d.", max_partitions),
+				 errhint("Pop in several calls, or raise queen_streams.max_pop_partitions.")));
 	/*
 	 * As Queen: only "new" means new; any other mode ("all",
 	 * "from_beginning", "new-only", "") reads from the start.
@@ -700,7 +714,7 @@ pop_common(FunctionCallInfo fcinfo, bool as_text)
 			uint64		ncand;
 
 			args[1] = CStringGetTextDatum(c.group);
-			/* checked: partitions may be anything up to INT_MAX */
+			/* checked, but queen_streams.max_pop_partitions may be as large as INT_MAX */
 			args[2] = Int32GetDatum(max_partitions > PG_INT32_MAX / 4 ? PG_INT32_MAX
 									: Max(max_partitions * 4, 16));
 			qs_exec(&candidates_plan, args, NULL, 0);
