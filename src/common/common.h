@@ -29,6 +29,7 @@ extern int	qs_max_pop_batch;
 extern int	qs_max_pop_partitions;
 extern char *qs_encryption_key;
 extern bool qs_encryption_fail_open;
+extern bool qs_encryption_unbound_read;
 extern bool qs_ack_requires_lease;
 extern int	qs_stream_workers;
 extern int	qs_stream_poll_ms;

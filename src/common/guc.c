@@ -18,6 +18,7 @@ int			qs_max_pop_batch = 10000;
 int			qs_max_pop_partitions = 1000;
 char	   *qs_encryption_key = NULL;
 bool		qs_encryption_fail_open = false;
+bool		qs_encryption_unbound_read = true;
 bool		qs_ack_requires_lease = false;
 int			qs_stream_workers = 1;
 int			qs_stream_poll_ms = 1000;
@@ -143,6 +144,15 @@ qs_guc_init(void)
 							 gettext_noop("Off: such a push is refused and nothing is stored. On: Queen's behaviour."),
 							 &qs_encryption_fail_open,
 							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("queen_streams.encryption_unbound_read",
+							 gettext_noop("Decrypt envelopes not bound to their partition and message (written before 0.8.0, or by Queen)."),
+							 gettext_noop("Off once none is left: such an envelope could be copied into another queue "
+										  "and read there."),
+							 &qs_encryption_unbound_read,
+							 true,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 
