@@ -52,7 +52,8 @@ aad_of(const QsSeal *seal, int *len)
 	/* the length first: no two (partition, txn) give the same bytes */
 	*p++ = (uint8) ((seal->txn_len >> 8) & 0xff);
 	*p++ = (uint8) (seal->txn_len & 0xff);
-	memcpy(p, seal->txn, seal->txn_len);
+	if (seal->txn_len > 0)
+		memcpy(p, seal->txn, seal->txn_len);
 	p += seal->txn_len;
 	*len = p - aad;
 	return aad;
