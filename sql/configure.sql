@@ -439,7 +439,7 @@ RETURNS TABLE (base bigint, txn text, flags int, stored text, plaintext_in_segme
 LANGUAGE sql AS $$
 	SELECT s.base_offset, f.transaction_id, f.flags,
 	       CASE WHEN f.flags & 4 = 4
-	            THEN (SELECT string_agg(k || ':' || CASE k WHEN 'encrypted' THEN 'b64'
+	            THEN (SELECT string_agg(k || ':' || CASE k WHEN 'encrypted' THEN 'b64' WHEN 'v' THEN f.payload::jsonb->>k
 	                                     ELSE length(decode(f.payload::jsonb->>k, 'base64'))::text END, ','
 	                                    ORDER BY k)
 	                    FROM jsonb_object_keys(f.payload::jsonb) k)

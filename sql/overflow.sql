@@ -17,7 +17,9 @@ SELECT pg_temp.try($$SELECT queen.log_push_one_v1('o', 'Default', 2147483647, ''
 -- was partitions * 4, which wrapped to a negative and fell back to 16).
 SELECT count(*) AS pushed FROM jsonb_array_elements(queen.push(jsonb_build_object('items',
 	(SELECT jsonb_agg(jsonb_build_object('queue', 'o', 'partition', 'p' || i, 'payload', i)) FROM generate_series(1, 20) i))));
+SET queen_streams.max_pop_partitions = 2147483647;
 SELECT r->>'partitionsClaimed' AS claimed, jsonb_array_length(r->'messages') AS messages
   FROM (SELECT queen.pop('o', batch => 100, partitions => 2147483647) r) p;
+RESET queen_streams.max_pop_partitions;
 
 DROP EXTENSION queen_streams;

@@ -275,6 +275,23 @@ SELECT pg_temp.try($$SELECT queen.pop('q', batch => 0)$$);
 SELECT pg_temp.try($$SELECT queen.pop('q', batch => -5)$$);
 SELECT pg_temp.try($$SELECT queen.pop('q', lease_seconds => 0)$$);
 SELECT pg_temp.try($$SELECT queen.pop('q', partitions => 0)$$);
+-- Caps (queen_streams.max_pop_batch, max_pop_partitions): the defaults are
+-- accepted, one more is refused with the setting named; a superuser may
+-- raise them for a session, a role without superuser may not.
+SELECT pg_temp.push('capped', 0, 2);
+SELECT pg_temp.try($$SELECT queen.pop('capped', batch => 10001)$$);
+SELECT pg_temp.try($$SELECT queen.pop('capped', partitions => 1001)$$);
+SELECT pg_temp.try($$SELECT queen.pop('capped', batch => 2147483647, partitions => 2147483647)$$);
+SELECT pg_temp.try($$SELECT queen.pop('capped', batch => 10000, partitions => 1000, auto_ack => false)$$);
+SELECT pg_temp.cursor('capped');
+SET queen_streams.max_pop_batch = 2;
+SELECT pg_temp.try($$SELECT queen.pop('capped', batch => 3)$$);
+RESET queen_streams.max_pop_batch;
+CREATE ROLE capped_user;
+SET ROLE capped_user;
+SELECT pg_temp.try($$SET queen_streams.max_pop_batch = 100000$$);
+RESET ROLE;
+DROP ROLE capped_user;
 SELECT pg_temp.try($$SELECT queen.pop('q', subscription_mode => 'latest')$$);
 SELECT pg_temp.try($$SELECT queen.pop('q', consumer_group => 'bad_ts', subscription_from => 'yesterday-ish')$$);
 SELECT count(*) AS bad_ts_rows FROM queen.consumer_groups_metadata WHERE consumer_group = 'bad_ts';

@@ -25,9 +25,12 @@ extern int	qs_dedup_cache_entries;
 extern int	qs_dedup_partition_entries;
 extern int	qs_dedup_key_budget;
 extern int	qs_backend_heap_keep_kb;
+extern int	qs_max_pop_batch;
+extern int	qs_max_pop_partitions;
 extern char *qs_encryption_key;
 extern char *qs_encryption_key_file;
 extern bool qs_encryption_fail_open;
+extern bool qs_encryption_unbound_read;
 extern bool qs_ack_requires_lease;
 extern int	qs_stream_workers;
 extern int	qs_stream_poll_ms;
@@ -90,6 +93,13 @@ extern QsPushedHook qs_pushed_hook;
 typedef void (*QsStreamedHook) (const pg_uuid_t *tenant, const char *queue, int64 popped,
 								int64 cycled, int64 failed, int64 acked);
 extern QsStreamedHook qs_streamed_hook;
+
+/*
+ * qs_deleted_hook: the current (sub)transaction deleted (tenant, queue); at
+ * its commit the listener frees the queue's counters for other queues.
+ */
+typedef void (*QsDeletedHook) (const pg_uuid_t *tenant, const char *queue);
+extern QsDeletedHook qs_deleted_hook;
 
 /* text.c: the one rule for strings from URLs and segments */
 #define QS_NAME_MAX 255			/* queue, partition and consumer group names, in bytes */

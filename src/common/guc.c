@@ -14,9 +14,12 @@ int			qs_dedup_cache_entries = 262144;
 int			qs_dedup_partition_entries = 0;
 int			qs_dedup_key_budget = 262144;
 int			qs_backend_heap_keep_kb = 8192;
+int			qs_max_pop_batch = 10000;
+int			qs_max_pop_partitions = 1000;
 char	   *qs_encryption_key = NULL;
 char	   *qs_encryption_key_file = NULL;
 bool		qs_encryption_fail_open = false;
+bool		qs_encryption_unbound_read = true;
 bool		qs_ack_requires_lease = false;
 int			qs_stream_workers = 1;
 int			qs_stream_poll_ms = 1000;
@@ -63,6 +66,28 @@ qs_guc_init(void)
 							&qs_backend_heap_keep_kb,
 							8192, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	/*
+	 * Both as large as a declared stream may ask (definition.c) and far above
+	 * what Queen's clients send (batch 200, partitions 4). SUSET: an
+	 * administrator may raise them for one role (ALTER ROLE ... SET), a
+	 * caller not for itself.
+	 */
+	DefineCustomIntVariable("queen_streams.max_pop_batch",
+							gettext_noop("Largest batch one pop may ask for."),
+							gettext_noop("A pop that asks for more is refused (22023, HTTP 400) before it reads anything."),
+							&qs_max_pop_batch,
+							10000, 1, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.max_pop_partitions",
+							gettext_noop("Most partitions one wildcard pop may ask to claim."),
+							gettext_noop("A pop that asks for more is refused (22023, HTTP 400) before it reads anything."),
+							&qs_max_pop_partitions,
+							1000, 1, INT_MAX,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.zstd_level",
@@ -131,6 +156,15 @@ qs_guc_init(void)
 							 gettext_noop("Off: such a push is refused and nothing is stored. On: Queen's behaviour."),
 							 &qs_encryption_fail_open,
 							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("queen_streams.encryption_unbound_read",
+							 gettext_noop("Decrypt envelopes not bound to their partition and message (written before 0.8.0, or by Queen)."),
+							 gettext_noop("Off once none is left: such an envelope could be copied into another queue "
+										  "and read there."),
+							 &qs_encryption_unbound_read,
+							 true,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 

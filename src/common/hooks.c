@@ -8,3 +8,4 @@
 
 QsPushedHook qs_pushed_hook = NULL;
 QsStreamedHook qs_streamed_hook = NULL;
+QsDeletedHook qs_deleted_hook = NULL;

@@ -37,6 +37,8 @@ extern int	qs_http_sample_interval_s;
 extern int	qs_http_group_max_requests;
 extern int	qs_http_group_max_wait_ms;
 extern int	qs_http_group_await_ms;
+extern int	qs_http_metrics_queues;
+extern int	qs_http_metrics_queue_idle_s;
 
 #define QS_TENANCY_OFF		0
 #define QS_TENANCY_HEADER	1
@@ -60,7 +62,6 @@ extern int	qs_code_index(int status);
 /* ---------------------------------------------------------------- shared memory */
 #define QS_WAKE_SLOTS		4096
 #define QS_MAX_WORKERS		64
-#define QS_STAT_QUEUES		1024
 #define QS_STAT_NAME		256
 
 typedef enum QsStat
@@ -87,7 +88,13 @@ extern const char *const qs_stat_names[QS_STAT_COUNT];
 
 typedef struct QsQueueStat
 {
-	pg_atomic_uint32 ready;		/* key fields are written before this is set */
+	/*
+	 * 0: free. Else the slot's version, new each time it is taken: key
+	 * fields are written before it is set, and a reader that sees it
+	 * unchanged after reading them read one queue's.
+	 */
+	pg_atomic_uint32 ready;
+	pg_atomic_uint32 used_at;	/* last count, seconds since the epoch (idle reuse) */
 	uint64		key;
 	pg_uuid_t	tenant;
 	char		name[QS_STAT_NAME];
@@ -111,7 +118,9 @@ typedef struct QsWorkerSlot
 
 typedef struct QsHttpShared
 {
-	slock_t		mutex;			/* inserts into stats[] */
+	slock_t		mutex;			/* takes and frees stats[] */
+	uint32		stat_version;	/* the last version given to a slot (under mutex) */
+	int			nstats;			/* slots of stats[], queen_streams.metrics_queues */
 	pg_atomic_uint64 wakes;		/* commits that moved a generation */
 	/* group commit (group.c): commits, the requests they carried, deferrals */
 	pg_atomic_uint64 group_commits;
@@ -126,8 +135,8 @@ typedef struct QsHttpShared
 	/* samples.c: when each slot of the counters' ring was taken */
 	pg_atomic_uint64 sample_seq;
 	TimestampTz sample_at[QS_SAMPLES];
-	/* stats[0] collects queues that found the table full */
-	QsQueueStat stats[QS_STAT_QUEUES];
+	/* stats[0] collects queues that found the table full; sized at start */
+	QsQueueStat stats[FLEXIBLE_ARRAY_MEMBER];
 } QsHttpShared;
 
 extern QsHttpShared *qs_http_shared;
@@ -135,7 +144,10 @@ extern QsHttpShared *qs_http_shared;
 extern void qs_http_shmem_init(void);
 extern uint64 qs_queue_key(const pg_uuid_t *tenant, const char *queue);
 extern uint32 qs_wake_slot(uint64 key);
-extern QsQueueStat *qs_stat_entry(const pg_uuid_t *tenant, const char *queue, uint64 key);
+extern QsQueueStat *qs_stat_entry(const pg_uuid_t *tenant, const char *queue, uint64 key,
+								  uint32 *version);
+extern void qs_stat_count(QsQueueStat *e, QsStat which, int64 n);
+extern void qs_stat_free(const pg_uuid_t *tenant, const char *queue);
 extern void qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n);
 extern int	qs_open_connections(void);
 
@@ -399,6 +411,7 @@ extern long qs_parked_timeout(void);
 extern void qs_parked_answer_all(void (*answer) (QsReq *req));
 /* the push hook (common/hooks.c), any backend: count and wake at commit */
 extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
+extern void qs_queue_deleted_at_commit(const pg_uuid_t *tenant, const char *queue);
 extern void qs_queue_streamed(const pg_uuid_t *tenant, const char *queue, int64 popped,
 							  int64 cycled, int64 failed, int64 acked);
 

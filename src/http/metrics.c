@@ -26,6 +26,7 @@ typedef struct PartEntry
 {
 	PartKey		key;
 	QsQueueStat *stat;
+	uint32		version;		/* the slot's when it was found: it may since count another queue */
 } PartEntry;
 
 static HTAB *partitions = NULL;
@@ -59,7 +60,7 @@ qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const 
 	key.tenant = *tenant;
 	e = hash_search(partitions, &key, HASH_ENTER, &found);
 	if (!found)
-		e->stat = qs_stat_entry(tenant, queue, qs_queue_key(tenant, queue));
+		e->stat = qs_stat_entry(tenant, queue, qs_queue_key(tenant, queue), &e->version);
 }
 
 QsQueueStat *
@@ -74,7 +75,15 @@ qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant)
 	key.pid = *pid;
 	key.tenant = *tenant;
 	e = hash_search(partitions, &key, HASH_FIND, NULL);
-	return e ? e->stat : NULL;
+	if (e == NULL)
+		return NULL;
+	/* the slot was freed or taken over since: learn the queue's again */
+	if (pg_atomic_read_u32(&e->stat->ready) != e->version)
+	{
+		hash_search(partitions, &key, HASH_REMOVE, NULL);
+		return NULL;
+	}
+	return e->stat;
 }
 
 /* A pop's message names its partition: remember the partition's queue. */
@@ -280,21 +289,29 @@ queues:
 	for (int k = 0; k < QS_STAT_COUNT; k++)
 	{
 		header(out, stat_metric[k], "counter", stat_help[k]);
-		for (int i = only ? 1 : 0; i < QS_STAT_QUEUES; i++)
+		for (int i = only ? 1 : 0; i < s->nstats; i++)
 		{
 			QsQueueStat *e = &s->stats[i];
 			char		tenant[QS_UUID_STRLEN + 1];
+			char		name[QS_STAT_NAME];
+			pg_uuid_t	owner;
+			uint32		v;
 			uint64		n;
 
-			if (pg_atomic_read_u32(&e->ready) == 0 ||
+			if ((v = pg_atomic_read_u32(&e->ready)) == 0 ||
 				(n = pg_atomic_read_u64(&e->c[k])) == 0)
 				continue;
 			pg_read_barrier();
-			if (only && memcmp(&e->tenant, only, sizeof(pg_uuid_t)) != 0)
+			owner = e->tenant;
+			strlcpy(name, e->name, QS_STAT_NAME);
+			pg_read_barrier();
+			if (pg_atomic_read_u32(&e->ready) != v)
+				continue;		/* freed or taken over while read */
+			if (only && memcmp(&owner, only, sizeof(pg_uuid_t)) != 0)
 				continue;		/* another tenant's queues are not the caller's to see */
-			qs_uuid_format(&e->tenant, tenant);
+			qs_uuid_format(&owner, tenant);
 			appendStringInfo(out, "%s{tenant=\"%s\",queue=\"", stat_metric[k], tenant);
-			label(out, e->name);
+			label(out, name);
 			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
 		}
 	}
@@ -335,20 +352,28 @@ qs_queue_metrics(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (s == NULL)
 		PG_RETURN_VOID();
-	for (int i = 0; i < QS_STAT_QUEUES; i++)
+	for (int i = 0; i < s->nstats; i++)
 	{
 		QsQueueStat *e = &s->stats[i];
 		Datum		values[2 + QS_STAT_COUNT];
 		bool		nulls[2 + QS_STAT_COUNT];
 		bool		any = false;
+		uint32		v;
+		pg_uuid_t	owner;
+		char		name[QS_STAT_NAME];
 
-		if (pg_atomic_read_u32(&e->ready) == 0)
+		if ((v = pg_atomic_read_u32(&e->ready)) == 0)
 			continue;
 		pg_read_barrier();
+		owner = e->tenant;
+		strlcpy(name, e->name, QS_STAT_NAME);
+		pg_read_barrier();
+		if (pg_atomic_read_u32(&e->ready) != v)
+			continue;			/* freed or taken over while read */
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = qs_uuid_datum(&e->tenant);
+		values[0] = qs_uuid_datum(&owner);
 		nulls[0] = (i == 0);
-		values[1] = CStringGetTextDatum(e->name);
+		values[1] = CStringGetTextDatum(name);
 		for (int k = 0; k < QS_STAT_COUNT; k++)
 		{
 			uint64		n = pg_atomic_read_u64(&e->c[k]);

@@ -211,6 +211,7 @@ typedef struct PendingPush
 	uint64		key;
 	SubTransactionId subid;
 	int64		nmsgs;
+	bool		deleted;		/* the queue was deleted: free its counters */
 } PendingPush;
 
 static MemoryContext pending_cxt = NULL;
@@ -229,7 +230,10 @@ pending_reset(void)
 		MemoryContextReset(pending_cxt);
 }
 
-/* After commit: count, move the generations, wake who waits. Never raises. */
+/*
+ * After commit: count, free the counters of deleted queues, move the
+ * generations, wake who waits. Never raises.
+ */
 static void
 pending_apply(void)
 {
@@ -243,8 +247,10 @@ pending_apply(void)
 		uint32		slot = qs_wake_slot(p->key);
 
 		if (p->nmsgs > 0)
-			pg_atomic_fetch_add_u64(&qs_stat_entry(&p->tenant, p->queue, p->key)->c[QS_STAT_PUSHED],
+			pg_atomic_fetch_add_u64(&qs_stat_entry(&p->tenant, p->queue, p->key, NULL)->c[QS_STAT_PUSHED],
 									p->nmsgs);
+		if (p->deleted)
+			qs_stat_free(&p->tenant, p->queue);
 		/* a full barrier: a worker that parks after this sees the new value */
 		pg_atomic_fetch_add_u64(&s->gen[slot], 1);
 		wake |= pg_atomic_read_u64(&s->waiters[slot]);
@@ -298,9 +304,24 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		npending--;
 }
 
+static void pending_add(const pg_uuid_t *tenant, const char *queue, int nmsgs, bool deleted);
+
 /* The push hook (common/hooks.c), in any backend: count and wake at commit. */
 void
 qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs)
+{
+	pending_add(tenant, queue, nmsgs, false);
+}
+
+/* The delete hook (common/hooks.c): free the queue's counters at commit. */
+void
+qs_queue_deleted_at_commit(const pg_uuid_t *tenant, const char *queue)
+{
+	pending_add(tenant, queue, 0, true);
+}
+
+static void
+pending_add(const pg_uuid_t *tenant, const char *queue, int nmsgs, bool deleted)
 {
 	SubTransactionId subid;
 	uint64		key;
@@ -315,7 +336,7 @@ qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs)
 	if (npending > 0)
 	{
 		p = &pending[npending - 1];
-		if (p->key == key && p->subid == subid &&
+		if (!deleted && !p->deleted && p->key == key && p->subid == subid &&
 			memcmp(&p->tenant, tenant, UUID_LEN) == 0 && strcmp(p->queue, queue) == 0)
 		{
 			p->nmsgs += nmsgs;
@@ -347,5 +368,6 @@ qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs)
 	p->key = key;
 	p->subid = subid;
 	p->nmsgs = nmsgs;
+	p->deleted = deleted;
 	npending++;
 }

@@ -550,8 +550,8 @@ ack_after(QsReq *req)
 			(st = qs_partition_stat(&pid, &req->tenant)) == NULL)
 			continue;
 		status = qs_json_string(items[i], "status", "ack", false);
-		pg_atomic_fetch_add_u64(&st->c[qs_ack_status(status, status ? strlen(status) : 0) == QS_ACK_COMPLETED
-									   ? QS_STAT_ACKED : QS_STAT_NACKED], 1);
+		qs_stat_count(st, qs_ack_status(status, status ? strlen(status) : 0) == QS_ACK_COMPLETED
+					  ? QS_STAT_ACKED : QS_STAT_NACKED, 1);
 	}
 }
 

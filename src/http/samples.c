@@ -25,7 +25,7 @@ qs_samples_take(void)
 	uint64		n = pg_atomic_read_u64(&s->sample_seq) + 1;
 	int			slot = (int) (n % QS_SAMPLES);
 
-	for (int i = 0; i < QS_STAT_QUEUES; i++)
+	for (int i = 0; i < s->nstats; i++)
 	{
 		QsQueueStat *e = &s->stats[i];
 
@@ -78,7 +78,7 @@ qs_dashboard_throughput(PG_FUNCTION_ARGS)
 			int			prev = (int) ((n - 1) % QS_SAMPLES);
 			int64		sum[QS_SAMPLED] = {0};
 
-			for (int i = 1; i < QS_STAT_QUEUES; i++)
+			for (int i = 1; s && i < s->nstats; i++)
 			{
 				QsQueueStat *e = &s->stats[i];
 

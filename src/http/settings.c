@@ -26,6 +26,8 @@ int			qs_http_sample_interval_s = 60;
 int			qs_http_group_max_requests = 64;
 int			qs_http_group_max_wait_ms = 0;
 int			qs_http_group_await_ms = 1;
+int			qs_http_metrics_queues = 1024;
+int			qs_http_metrics_queue_idle_s = 3600;
 
 static const struct config_enum_entry tenancy_options[] = {
 	{"off", QS_TENANCY_OFF, false},
@@ -145,6 +147,21 @@ qs_http_guc_init(void)
 							gettext_noop("The last 60 intervals are kept in shared memory."),
 							&qs_http_sample_interval_s,
 							60, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.metrics_queues",
+							gettext_noop("Slots of the per-queue counters (/metrics, the dashboard's charts), the overflow row included."),
+							gettext_noop("About 1.8 kB of shared memory each. A queue that finds no slot is counted "
+										 "in the overflow row queue=\"(other)\"."),
+							&qs_http_metrics_queues,
+							1024, 16, 65536,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.metrics_queue_idle",
+							gettext_noop("How long a queue's counters must be idle before a new queue may take their slot (0: never)."),
+							gettext_noop("Only when the new queue finds no free slot; a deleted queue's slot is free at once."),
+							&qs_http_metrics_queue_idle_s,
+							3600, 0, 30 * 86400,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("queen_streams.pop_recheck_interval",

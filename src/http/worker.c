@@ -45,6 +45,8 @@ qs_http_init(void)
 	qs_pushed_hook = qs_queue_pushed_at_commit;
 	/* the stream workers' pops, cycles and acks count like the listener's */
 	qs_streamed_hook = qs_queue_streamed;
+	/* a deleted queue's counters make room for new queues */
+	qs_deleted_hook = qs_queue_deleted_at_commit;
 	if (qs_http_port == 0)
 		return;
 

@@ -351,7 +351,7 @@ dead_letter(AckItem *it, int64 offset, int retry_count)
 		args[4] = PointerGetDatum(cstring_to_text_with_len(f.txn, f.txn_len));
 		/* an encrypted frame's envelope, as stored: no plaintext in the table */
 		if (!has_flag && (f.flags & QS_FLAG_ENCRYPTED) &&
-			qs_decrypt_payload(f.payload, f.payload_len, &plain, &plen))
+			qs_decrypt_payload(&(QsSeal) {&it->pid, f.txn, f.txn_len}, f.payload, f.payload_len, &plain, &plen))
 			args[5] = payload_jsonb(plain, plen, &isnull);
 		else
 			args[5] = payload_jsonb(f.payload, f.payload_len, &isnull);

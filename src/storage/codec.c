@@ -408,7 +408,9 @@ qs_segment_pack(PG_FUNCTION_ARGS)
 		psub = qs_json_string(o, "producerSub", what, false);
 		if (qs_json_get(o, "payload", &pv))
 			payload = qs_json_text(&pv, &plen);
-		qs_frame_append(&raw, 0, &id, has_trace ? &trace : NULL, txn, strlen(txn),
+		/* "encrypted": the payload is taken as an envelope (tests of stored envelopes) */
+		qs_frame_append(&raw, qs_json_bool(o, "encrypted", what, false) ? QS_FLAG_ENCRYPTED : 0,
+						&id, has_trace ? &trace : NULL, txn, strlen(txn),
 						psub, psub ? strlen(psub) : 0, payload, plen);
 	}
 	PG_RETURN_BYTEA_P(qs_segment_compress(raw.data, raw.len));

@@ -345,6 +345,8 @@ qs_delete_queue(PG_FUNCTION_ARGS)
 	qs_exec(&delete_plan, args, NULL, 0);
 	deleted = SPI_processed > 0;
 	qs_spi_finish();
+	if (deleted && qs_deleted_hook)
+		qs_deleted_hook(&tenant, queue);
 
 	/* Queen's answer: deleted is always true, existed says whether it was */
 	qsj_object(&j, NULL);

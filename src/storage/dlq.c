@@ -229,6 +229,9 @@ emit_dead_letter(QsJson *j, SPITupleTable *tt, int r, SegCache *cache)
 	bool		have_created = !isnull;
 	char	   *payload = page_str(tt, r, 9);
 	bool		encrypted = DatumGetBool(page_col(tt, r, 15, &isnull));
+	char	   *txn = page_str(tt, r, 2);
+	/* the frame's envelope, sealed to its partition and transaction id */
+	QsSeal		seal = {&pid, txn, txn ? (int) strlen(txn) : 0};
 	char	   *plain;
 	int			plen;
 
@@ -245,7 +248,7 @@ emit_dead_letter(QsJson *j, SPITupleTable *tt, int r, SegCache *cache)
 	qsj_str(j, "errorMessage", page_str(tt, r, 7));
 	qsj_int(j, "retryCount", DatumGetInt32(page_col(tt, r, 8, &isnull)));
 	/* stored as the frame's envelope: opened here, for the reader */
-	if (payload && encrypted && qs_decrypt_payload(payload, strlen(payload), &plain, &plen))
+	if (payload && encrypted && qs_decrypt_payload(&seal, payload, strlen(payload), &plain, &plen))
 		qsj_raw(j, "data", plain, plen);
 	else
 		qsj_raw(j, "data", payload, payload ? strlen(payload) : 0);
@@ -426,7 +429,10 @@ requeue_item(const pg_uuid_t *pid, const char *txn, QsPushItem *it)
 	it->payload_len = payload ? strlen(payload) : 0;
 	if (it->payload_len > 0 && DatumGetBool(qs_col(newest, 6, &isnull)))
 	{
-		if (!qs_decrypt_payload(it->payload, it->payload_len, &plain, &plen))
+		/* sealed to the frame it came from: this partition, this transaction id */
+		QsSeal		seal = {pid, txn, (int) strlen(txn)};
+
+		if (!qs_decrypt_payload(&seal, it->payload, it->payload_len, &plain, &plen))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("cannot requeue an encrypted dead letter that does not decrypt"),

@@ -4,8 +4,15 @@
  *
  * AES-256-GCM; 16 random IV bytes are generated and stored but only the
  * first 12 are the nonce (Queen's original OpenSSL code never set the IV
- * length); 16-byte tag; no AAD. The stored payload is the JSON text
- * {"encrypted":"<b64>","iv":"<b64 16 bytes>","authTag":"<b64 16 bytes>"}.
+ * length); 16-byte tag. The stored payload is the JSON text
+ * {"v":2,"encrypted":"<b64>","iv":"<b64 16 bytes>","authTag":"<b64 16 bytes>"}
+ * whose tag also covers its binding (the AAD): the partition id (which
+ * names its queue and tenant) and the transaction id of its frame, so an
+ * envelope copied into another partition or message does not open. Ids,
+ * not names: a dump and restore keeps them, and nothing renames a queue.
+ * Queen's envelope, the same without "v" and with no AAD, still opens
+ * (written before version 2, or by Queen) unless
+ * queen_streams.encryption_unbound_read is off.
  *
  * Encryption fails closed: without a usable key, or on a cipher error, the
  * push is refused and nothing is stored, unless
@@ -27,6 +34,30 @@
 #define QS_IV_LEN	16
 #define QS_NONCE_LEN 12
 #define QS_TAG_LEN	16
+#define QS_ENVELOPE_VERSION 2
+
+/* the AAD of a version 2 envelope: a label, the partition id, the txn id */
+static const char aad_label[] = "queen_streams envelope v2";
+
+static uint8 *
+aad_of(const QsSeal *seal, int *len)
+{
+	uint8	   *aad = palloc(sizeof(aad_label) + UUID_LEN + 2 + seal->txn_len);
+	uint8	   *p = aad;
+
+	memcpy(p, aad_label, sizeof(aad_label));	/* with its NUL: a fixed-length label */
+	p += sizeof(aad_label);
+	memcpy(p, seal->pid->data, UUID_LEN);
+	p += UUID_LEN;
+	/* the length first: no two (partition, txn) give the same bytes */
+	*p++ = (uint8) ((seal->txn_len >> 8) & 0xff);
+	*p++ = (uint8) (seal->txn_len & 0xff);
+	if (seal->txn_len > 0)
+		memcpy(p, seal->txn, seal->txn_len);
+	p += seal->txn_len;
+	*len = p - aad;
+	return aad;
+}
 
 /*
  * The key: encryption_key_file's, else encryption_key, else
@@ -66,12 +97,13 @@ b64(const uint8 *src, int len)
 }
 
 static bool
-aes_gcm(bool enc, const uint8 *key, const uint8 *nonce, const uint8 *in, int inlen,
-		uint8 *out, uint8 *tag)
+aes_gcm(bool enc, const uint8 *key, const uint8 *nonce, const uint8 *aad, int aadlen,
+		const uint8 *in, int inlen, uint8 *out, uint8 *tag)
 {
 	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
 	int			n = 0,
-				fin = 0;
+				fin = 0,
+				aadout = 0;
 	bool		ok;
 
 	if (ctx == NULL)
@@ -79,6 +111,7 @@ aes_gcm(bool enc, const uint8 *key, const uint8 *nonce, const uint8 *in, int inl
 	ok = EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL, enc ? 1 : 0) == 1 &&
 		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, QS_NONCE_LEN, NULL) == 1 &&
 		EVP_CipherInit_ex(ctx, NULL, NULL, key, nonce, enc ? 1 : 0) == 1 &&
+		(aadlen == 0 || EVP_CipherUpdate(ctx, NULL, &aadout, aad, aadlen) == 1) &&
 		(inlen == 0 || EVP_CipherUpdate(ctx, out, &n, in, inlen) == 1);
 	if (ok && !enc)
 		ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, QS_TAG_LEN, tag) == 1;
@@ -91,18 +124,21 @@ aes_gcm(bool enc, const uint8 *key, const uint8 *nonce, const uint8 *in, int inl
 }
 
 /*
- * Replace a payload by its envelope. Without a usable key or on a cipher
- * failure it raises (nothing is stored), or with
+ * Replace a payload by its envelope, bound to seal. Without a usable key or
+ * on a cipher failure it raises (nothing is stored), or with
  * queen_streams.encryption_fail_open returns false after a WARNING naming
  * the queue (the caller keeps the plaintext).
  */
 bool
-qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, int *envlen)
+qs_encrypt_payload(const char *queue, const QsSeal *seal, const char *plain, int len,
+				   char **env, int *envlen)
 {
 	uint8		key[QS_KEY_LEN];
 	uint8		iv[QS_IV_LEN];
 	uint8		tag[QS_TAG_LEN];
 	uint8	   *ct;
+	uint8	   *aad;
+	int			aadlen;
 	StringInfoData s;
 
 	if (!load_key(key))
@@ -118,7 +154,8 @@ qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, in
 	}
 	qs_random_bytes(iv, QS_IV_LEN);
 	ct = palloc(len + 1);
-	if (!aes_gcm(true, key, iv, (const uint8 *) plain, len, ct, tag))
+	aad = aad_of(seal, &aadlen);
+	if (!aes_gcm(true, key, iv, aad, aadlen, (const uint8 *) plain, len, ct, tag))
 	{
 		ereport(qs_encryption_fail_open ? WARNING : ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -128,8 +165,8 @@ qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, in
 		return false;
 	}
 	initStringInfo(&s);
-	appendStringInfo(&s, "{\"encrypted\":\"%s\",\"iv\":\"%s\",\"authTag\":\"%s\"}",
-					 b64(ct, len), b64(iv, QS_IV_LEN), b64(tag, QS_TAG_LEN));
+	appendStringInfo(&s, "{\"v\":%d,\"encrypted\":\"%s\",\"iv\":\"%s\",\"authTag\":\"%s\"}",
+					 QS_ENVELOPE_VERSION, b64(ct, len), b64(iv, QS_IV_LEN), b64(tag, QS_TAG_LEN));
 	*env = s.data;
 	*envlen = s.len;
 	return true;
@@ -154,14 +191,30 @@ env_field(Jsonb *jb, const char *key, uint8 **out, int *outlen)
 	return true;
 }
 
+/* The envelope's version: 1 without "v" (Queen's), 0 if "v" is not a known one. */
+static int
+env_version(Jsonb *jb)
+{
+	JsonbValue	v;
+
+	if (getKeyJsonValueFromContainer(&jb->root, "v", 1, &v) == NULL)
+		return 1;
+	if (v.type == jbvNumeric &&
+		DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(v.val.numeric),
+										 DirectFunctionCall1(int4_numeric, Int32GetDatum(QS_ENVELOPE_VERSION)))))
+		return QS_ENVELOPE_VERSION;
+	return 0;
+}
+
 /*
- * Decrypt the envelope of a frame (or dead letter) flagged ENCRYPTED into
- * *plain. Returns false, with a WARNING, when it is not an envelope or does
- * not decrypt: the caller then serves the payload as stored. Never raises on
- * what it reads.
+ * Decrypt the envelope of a frame (or dead letter) flagged ENCRYPTED, which
+ * seal names, into *plain. Returns false, with a WARNING, when it is not an
+ * envelope or does not decrypt (another key, altered, or bound to another
+ * partition or message): the caller then serves the payload as stored.
+ * Never raises on what it reads.
  */
 bool
-qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen)
+qs_decrypt_payload(const QsSeal *seal, const char *payload, int len, char **plain, int *plainlen)
 {
 	Jsonb	   *jb;
 	uint8	   *ct,
@@ -173,12 +226,16 @@ qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen)
 	uint8		key[QS_KEY_LEN];
 	char	   *text;
 	JsonLexContext *lex;
+	int			version = 0;
+	uint8	   *aad = NULL;
+	int			aadlen = 0;
 
 	text = pnstrdup(payload, len);
 	lex = makeJsonLexContextCstringLen(text, len, GetDatabaseEncoding(), false);
 	if (memchr(payload, 0, len) != NULL || !pg_verifymbstr(payload, len, true) ||
 		pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS ||
 		!JB_ROOT_IS_OBJECT(jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)))) ||
+		(version = env_version(jb)) == 0 ||
 		!env_field(jb, "encrypted", &ct, &ctlen) ||
 		!env_field(jb, "iv", &iv, &ivlen) || ivlen < QS_NONCE_LEN ||
 		!env_field(jb, "authTag", &tag, &taglen) || taglen != QS_TAG_LEN)
@@ -198,13 +255,26 @@ qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen)
 				 errdetail("The message is served as stored.")));
 		return false;
 	}
+	if (version == 1 && !qs_encryption_unbound_read)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("refused to decrypt a stored message whose envelope is not bound to its partition and message"),
+				 errdetail("The message is served as stored."),
+				 errhint("Such envelopes were written before queen_streams 0.8.0 or by Queen; "
+						 "turn queen_streams.encryption_unbound_read on to read them.")));
+		return false;
+	}
+	if (version == QS_ENVELOPE_VERSION)
+		aad = aad_of(seal, &aadlen);
 	*plain = palloc(ctlen + 1);
-	if (!aes_gcm(false, key, iv, ct, ctlen, (uint8 *) *plain, tag))
+	if (!aes_gcm(false, key, iv, aad, aadlen, ct, ctlen, (uint8 *) *plain, tag))
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("could not decrypt a stored message"),
-				 errdetail("The key does not match or the envelope was altered; the message is served as stored.")));
+				 errdetail("The key does not match, the envelope was altered, or it was sealed for another "
+						   "partition or message; the message is served as stored.")));
 		return false;
 	}
 	(*plain)[ctlen] = '\0';

@@ -216,13 +216,14 @@ write_consumers(QsJson *j, const pg_uuid_t *pid, int64 off, int64 log_start,
 }
 
 static void
-write_payload(QsJson *j, const QsFrame *f)
+write_payload(QsJson *j, const pg_uuid_t *pid, const QsFrame *f)
 {
 	bool		enc = (f->flags & QS_FLAG_ENCRYPTED) != 0;
 	char	   *plain;
 	int			plen;
+	QsSeal		seal = {pid, f->txn, f->txn_len};
 
-	if (enc && qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
+	if (enc && qs_decrypt_payload(&seal, f->payload, f->payload_len, &plain, &plen))
 		qsj_raw(j, "payload", plain, plen);
 	else
 		qsj_raw(j, "payload", f->payload, f->payload_len);
@@ -295,7 +296,7 @@ write_found(QsJson *j, const pg_uuid_t *pid, SPITupleTable *owner, const Found *
 	else
 		qsj_null(j, "producerSub");
 	qsj_time_ms(j, "createdAt", m->created_at);
-	write_payload(j, &m->frame);
+	write_payload(j, pid, &m->frame);
 	write_queue_config(j, owner);
 
 	args[0] = qs_uuid_datum(pid);

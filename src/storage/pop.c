@@ -34,6 +34,7 @@ typedef struct PopCtx
 	int			nmsgs;
 	int			msgs_cap;
 	char	   *cur_pid;		/* copies in `outer` of the partition being read */
+	pg_uuid_t	read_pid;		/* the partition read_frames reads (envelopes are sealed to it) */
 	char	   *cur_pname;
 	int			claimed;
 	char	   *first_name;		/* allocated in `outer`: outlives SPI */
@@ -309,7 +310,8 @@ emit_message_text(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 	qsj_uuid_bytes(j, "traceId", f->trace);
 	qsj_strn(j, "producerSub", f->psub, f->psub_len);
 	if ((f->flags & QS_FLAG_ENCRYPTED) &&
-		qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
+		qs_decrypt_payload(&(QsSeal) {&c->read_pid, f->txn, f->txn_len},
+						   f->payload, f->payload_len, &plain, &plen))
 		qsj_raw(j, "data", plain, plen);
 	else
 		qsj_raw(j, "data", f->payload, f->payload_len);
@@ -351,7 +353,8 @@ emit_message_jsonb(PopCtx *c, const QsFrame *f, TimestampTz created_at,
 		int			plen;
 
 		if ((f->flags & QS_FLAG_ENCRYPTED) &&
-			qs_decrypt_payload(f->payload, f->payload_len, &plain, &plen))
+			qs_decrypt_payload(&(QsSeal) {&c->read_pid, f->txn, f->txn_len},
+							   f->payload, f->payload_len, &plain, &plen))
 			p[1].value = *qs_json_to_jsonb_value(plain, plen);
 		else
 			p[1].value = *qs_json_to_jsonb_value(f->payload, f->payload_len);
@@ -422,6 +425,7 @@ read_frames(PopCtx *c, Datum pid, const char *pid_str, const char *pname,
 	*any_segment = false;
 	*fenced = false;
 	args[0] = pid;
+	c->read_pid = *DatumGetUUIDP(pid);
 
 	if (c->delayed > 0)
 		hide_after = GetCurrentTimestamp() - (TimestampTz) c->delayed * USECS_PER_SEC;
@@ -636,6 +640,20 @@ pop_common(FunctionCallInfo fcinfo, bool as_text)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("partitions must be a positive integer"),
 				 errdetail("Got %d.", max_partitions)));
+	/* one pop decodes and answers at most this much (the answer is built in memory) */
+	if (c.budget > qs_max_pop_batch)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("batch must be at most %d (queen_streams.max_pop_batch)", qs_max_pop_batch),
+				 errdetail("Got %d.", c.budget),
+				 errhint("Pop in several calls, or raise queen_streams.max_pop_batch.")));
+	if (max_partitions > qs_max_pop_partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partitions must be at most %d (queen_streams.max_pop_partitions)",
+						qs_max_pop_partitions),
+				 errdetail("Got %d.", max_partitions),
+				 errhint("Pop in several calls, or raise queen_streams.max_pop_partitions.")));
 	/*
 	 * As Queen: only "new" means new; any other mode ("all",
 	 * "from_beginning", "new-only", "") reads from the start.
@@ -700,7 +718,7 @@ pop_common(FunctionCallInfo fcinfo, bool as_text)
 			uint64		ncand;
 
 			args[1] = CStringGetTextDatum(c.group);
-			/* checked: partitions may be anything up to INT_MAX */
+			/* checked, but queen_streams.max_pop_partitions may be as large as INT_MAX */
 			args[2] = Int32GetDatum(max_partitions > PG_INT32_MAX / 4 ? PG_INT32_MAX
 									: Max(max_partitions * 4, 16));
 			qs_exec(&candidates_plan, args, NULL, 0);

@@ -635,9 +635,10 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 			QsPushItem *it = &items[grp->items[k]];
 			char	   *env;
 			int			envlen;
+			QsSeal		seal = {&grp->part.pid, it->txn, it->txn_len};
 
 			CHECK_FOR_INTERRUPTS();
-			if (qs_encrypt_payload(it->queue, it->payload, it->payload_len, &env, &envlen))
+			if (qs_encrypt_payload(it->queue, &seal, it->payload, it->payload_len, &env, &envlen))
 			{
 				it->payload = env;
 				it->payload_len = envlen;

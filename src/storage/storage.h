@@ -43,9 +43,18 @@ extern void qs_segment_corrupt_error(const pg_uuid_t *pid, int64 base, const cha
 extern void qs_txn_hash(const char *txn, int len, uint8 *out);
 
 /* encryption.c: AES-256-GCM payload envelopes */
-extern bool qs_encrypt_payload(const char *queue, const char *plain, int len,
+/* what an envelope is bound to: its frame's partition and transaction id */
+typedef struct QsSeal
+{
+	const pg_uuid_t *pid;
+	const char *txn;
+	int			txn_len;
+} QsSeal;
+
+extern bool qs_encrypt_payload(const char *queue, const QsSeal *seal, const char *plain, int len,
 							   char **env, int *envlen);
-extern bool qs_decrypt_payload(const char *payload, int len, char **plain, int *plainlen);
+extern bool qs_decrypt_payload(const QsSeal *seal, const char *payload, int len,
+							   char **plain, int *plainlen);
 
 /* allocator.c: resolve partitions and append one segment (log_push_one_v1) */
 typedef struct QsPartition

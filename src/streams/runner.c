@@ -296,14 +296,15 @@ pop_batch(MemoryContext cxt, Stream *s)
 		begin_step("queen_streams stream: pop");
 		args[0] = CStringGetTextDatum(d->source);
 		args[1] = CStringGetTextDatum(d->group);
-		args[2] = Int32GetDatum(d->batch);
+		/* a declared stream pops within the operator's caps, never past them */
+		args[2] = Int32GetDatum(Min(d->batch, qs_max_pop_batch));
 		args[3] = Int32GetDatum(d->lease_s);
 		args[4] = qs_uuid_datum(&s->tenant);
 		args[5] = is_new ? CStringGetTextDatum("new") : (Datum) 0;
 		nulls[5] = is_new ? ' ' : 'n';
 		args[6] = (is_new || is_all) ? (Datum) 0 : CStringGetTextDatum(d->subscription);
 		nulls[6] = (is_new || is_all) ? 'n' : ' ';
-		args[7] = Int32GetDatum(d->partitions);
+		args[7] = Int32GetDatum(Min(d->partitions, qs_max_pop_partitions));
 		qs_exec(&pop_plan, args, nulls, 1);
 		old = MemoryContextSwitchTo(cxt);
 		res = DatumGetJsonbPCopy(qs_col(0, 1, &isnull));

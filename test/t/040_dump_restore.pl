@@ -18,7 +18,9 @@ use Test::More;
 
 my $T = JSON::PP::true;
 my $F = JSON::PP::false;
-my $src = qs_node('dump_src');
+# an encrypted queue too: its envelopes are bound to partition ids, which a restore keeps
+my $key = "queen_streams.encryption_key = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f'\n";
+my $src = qs_node('dump_src', $key);
 
 # ---- fill the source node
 my ($st, $doc) = http_json($src, 'POST', '/api/v1/configure',
@@ -101,6 +103,11 @@ sub keyed_dup
 		  . sprintf($push, 'rolled-back') . '; ROLLBACK');
 	return $node->safe_psql('postgres', 'SET queen_streams.dedup_partition_entries = 1; ' . sprintf($push, $txn));
 }
+($st) = http_json($src, 'POST', '/api/v1/configure', { queue => 'enc', options => { encryptionEnabled => JSON::PP::true } });
+is($st, 200, 'configure enc');
+($st) = http_json($src, 'POST', '/api/v1/push', { items => [ { queue => 'enc', transactionId => 'e1', payload => { s => 'kept' } } ] });
+is($st, 201, 'push to enc');
+
 my $nkeys = q{SELECT count(*) FROM queen.log_txn_keys};
 my $src_a1 = keyed_dup($src, 'a1');
 like($src_a1, qr/^duplicate:/, 'a1 looked up by key');
@@ -109,7 +116,7 @@ cmp_ok($src->safe_psql('postgres', $nkeys), '>', 0, 'the source holds keys');
 # ---- dump, restore into a fresh node with the extension preloaded
 my $file = "$PostgreSQL::Test::Utils::tmp_check/queen.dump";
 $src->command_ok([ 'pg_dump', '-Fc', '-d', $src->connstr('postgres'), '-f', $file ], 'pg_dump');
-my $dst = qs_node('dump_dst', undef, no_extension => 1);
+my $dst = qs_node('dump_dst', $key, no_extension => 1);
 $dst->command_ok([ 'pg_restore', '--exit-on-error', '-d', $dst->connstr('postgres'), $file ], 'pg_restore');
 wait_http($dst);
 
@@ -193,6 +200,10 @@ my $want = steps($src);
 my $got = steps($dst);
 is_deeply($got, $want, 'the restored node answers as the source does')
   or diag explain { source => $want, restored => $got };
+
+# the restored envelope opens where it was sealed (queue and partition ids restored)
+is($dst->safe_psql('postgres', q{SELECT queen.pop('enc', auto_ack => true)->'messages'->0->>'data'}),
+	'{"s": "kept"}', 'an encrypted message opens on the restored node');
 
 # the restored node writes its keys again: the same original, by key
 is(keyed_dup($dst, 'a1'), $src_a1, 'a1 looked up by key on the restored node');
