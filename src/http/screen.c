@@ -212,7 +212,12 @@ held_close(Held *h)
 	held_free(h);
 }
 
-/* Read and discard what fd still sends, bounded in bytes and time; then close. */
+static void drain(Held *h);
+
+/*
+ * Read and discard what fd still sends, bounded in bytes and time; then
+ * close. What is already there is drained at once.
+ */
 static void
 linger_start(Held *h, int fd, int64 bytes, int ms)
 {
@@ -259,6 +264,7 @@ linger_start(Held *h, int fd, int64 bytes, int ms)
 	h->linger = true;
 	h->budget = bytes;
 	h->deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	drain(h);
 }
 
 /* The bounds of a lingering close after an early answer. */
