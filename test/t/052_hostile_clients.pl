@@ -148,6 +148,18 @@ is($got, 20, 'the live consumer got twenty messages');
 is(join(',', grep { ($seen{$_} // 0) != 1 } 1 .. 20), '', 'each exactly once');
 is(parked_pops($node), 0, 'nothing left parked');
 
+# an autoAck pop whose client left while it waited for its group is not run
+settings(group_commit_max_wait => 1000);
+($pst) = http_json($node, 'POST', '/api/v1/push', { items => [ { queue => 'ab', payload => { n => 7 } } ] });
+is($pst, 201, 'one message pushed');
+$s = park_pop($node, '/api/v1/pop/queue/ab?autoAck=true');
+close $s;    # before its group runs, up to group_commit_max_wait later
+usleep(1_500_000);
+settings(group_commit_max_wait => 0);
+my ($lst, $ldoc) = http_json($node, 'GET', '/api/v1/pop/queue/ab?autoAck=true&wait=true&timeout=2000');
+is($lst, 200, 'a live pop after it is served');
+is(eval { $ldoc->{messages}[0]{data}{n} }, 7, 'with the message the pop of the client that left did not take');
+
 # ---- (a) 200 partial heads held for 20 s: no spinning, /health answers
 my @workers = split /\n/, $node->safe_psql('postgres',
 	'SELECT pid FROM queen_streams.http_workers() ORDER BY worker');
