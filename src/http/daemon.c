@@ -81,12 +81,20 @@ queue_response(QsReq *req)
 		if (req->conn)
 			req->conn->linger = true;	/* the body may be unread */
 	}
+	/*
+	 * A pop whose client is gone (parked.c) was not run: shut the socket
+	 * down so that libmicrohttpd fails to send and closes the connection,
+	 * instead of keeping it in CLOSE-WAIT. Nothing was answered: not counted.
+	 */
+	if (req->client_gone && req->conn && req->conn->fd >= 0)
+		shutdown(req->conn->fd, SHUT_RDWR);
 	ok = MHD_queue_response(req->mhd, req->status, r);
 	MHD_destroy_response(r);
 	req->responded = true;
 	if (req->conn)
 		qs_conn_phase(req->conn, QS_PHASE_SENDING);
-	qs_http_count(req);
+	if (!req->client_gone)
+		qs_http_count(req);
 	return ok == MHD_YES;
 }
 

@@ -33,6 +33,7 @@ extern int	qs_http_tenancy;
 extern bool qs_http_jwt_trust_tenant_header;
 extern int	qs_http_retention_interval_s;
 extern int	qs_http_pop_recheck_ms;
+extern int	qs_http_pop_max_wait_ms;
 extern int	qs_http_sample_interval_s;
 extern int	qs_http_group_max_requests;
 extern int	qs_http_group_max_wait_ms;
@@ -191,6 +192,7 @@ typedef struct QsPark
 	TimestampTz deadline;
 	TimestampTz recheck_at;
 	QsParkState state;
+	int			fd;				/* watched for the client's close, or -1 */
 	dlist_node	node;			/* in the waiting or the answered list */
 	struct QsReq *req;
 } QsPark;
@@ -235,6 +237,8 @@ typedef struct QsReq
 	bool		dispatched;
 	bool		responded;
 	bool		parked;			/* the attempt found nothing and waits */
+	bool		client_gone;	/* its client closed the connection: nothing is
+								 * run for it any more, no answer is sent */
 	QsPark	   *park;			/* set by a route that can wait (parked.c) */
 	/* the response */
 	int			status;
@@ -284,6 +288,7 @@ extern void qs_conn_closed(QsConn *c);
 extern void qs_conn_phase(QsConn *c, QsPhase phase);
 extern void qs_limits_sweep(void);
 extern long qs_limits_timeout(void);
+extern bool qs_conn_peer_closed(QsConn *c);
 extern int	qs_request_header_bytes(struct MHD_Connection *mhd, const char *url);
 
 /* ---------------------------------------------------------------- router.c */
@@ -406,7 +411,9 @@ extern void qs_park(QsReq *req);
 extern QsReq *qs_parked_answered(void);
 extern void qs_unpark(QsReq *req);
 /* the worker: retry what is due; how long it may sleep */
+extern int	qs_parked_fd(void);
 extern void qs_parked_poll(void);
+extern bool qs_park_client_gone(QsReq *req);
 extern long qs_parked_timeout(void);
 extern void qs_parked_answer_all(void (*answer) (QsReq *req));
 /* the push hook (common/hooks.c), any backend: count and wake at commit */

@@ -229,6 +229,27 @@ int_arg(QsReq *req, const char *key, int dflt, int min)
 	return (int) n;
 }
 
+/*
+ * A long-poll's timeout (ms): as int_arg, but a whole number past INT_MAX
+ * is taken as INT_MAX, since every wait is clamped to pop_max_wait anyway
+ * (parked.c) and clients send large values to mean "as long as you can".
+ */
+static int
+timeout_arg(QsReq *req)
+{
+	const char *v = arg(req, "timeout");
+	const char *d = v;
+
+	if (v == NULL)
+		return 30000;
+	if (*d == '+')
+		d++;
+	if (*d >= '0' && *d <= '9' && strspn(d, "0123456789") == strlen(d) &&
+		(strlen(d) > 10 || strtoll(d, NULL, 10) > INT_MAX))
+		return INT_MAX;
+	return int_arg(req, "timeout", 30000, 0);
+}
+
 static bool
 bool_arg(QsReq *req, const char *key)
 {
@@ -261,7 +282,7 @@ pop_parse(QsReq *req)
 	p->batch = int_arg(req, "batch", 200, 1);
 	p->partitions = int_arg(req, "partitions", 1, 1);
 	p->lease_seconds = int_arg(req, "leaseSeconds", 0, 1);
-	p->timeout_ms = int_arg(req, "timeout", 30000, 0);
+	p->timeout_ms = timeout_arg(req);
 	p->wait = bool_arg(req, "wait");
 	p->auto_ack = bool_arg(req, "autoAck");
 	v = arg(req, "consumerGroup");
@@ -400,6 +421,9 @@ pop_run(QsReq *req)
 	int			len;
 	int			n;
 
+	/* its client is gone: a pop would lease (autoAck: consume) for no one */
+	if (qs_park_client_gone(req))
+		return;
 	if (qs_maintenance_on(true))
 	{
 		/* pop maintenance: empty at once, parked pops included */

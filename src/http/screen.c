@@ -19,6 +19,12 @@
  * itself detects (an invalid Content-Length, a malformed chunk) are
  * answered its way there.
  *
+ * A screened socket is watched edge-triggered: a peek consumes nothing, so a
+ * level-triggered watch of a partial head would report the socket readable
+ * at every wait and spin the worker until header_timeout. Each arrival of
+ * new bytes (or the client's close) is one event; a client that closes
+ * before its head is complete is closed at once.
+ *
  * A lingering close (an answer sent before the request body was read: 413,
  * a refused head, 503) shuts the socket down for writing and reads and
  * discards what the client still sends, bounded in bytes and time, before
@@ -206,7 +212,12 @@ held_close(Held *h)
 	held_free(h);
 }
 
-/* Read and discard what fd still sends, bounded in bytes and time; then close. */
+static void drain(Held *h);
+
+/*
+ * Read and discard what fd still sends, bounded in bytes and time; then
+ * close. What is already there is drained at once.
+ */
 static void
 linger_start(Held *h, int fd, int64 bytes, int ms)
 {
@@ -223,6 +234,7 @@ linger_start(Held *h, int fd, int64 bytes, int ms)
 		}
 		memset(h, 0, sizeof(Held));
 		h->fd = fd;
+		h->linger = true;		/* counted as lingering, also if the add fails */
 		dlist_push_tail(&held, &h->node);
 		nlingering++;
 		memset(&ev, 0, sizeof(ev));
@@ -238,10 +250,21 @@ linger_start(Held *h, int fd, int64 bytes, int ms)
 	{
 		screening_done();
 		nlingering++;
+		h->linger = true;
+		/* drained until EAGAIN from now on: level-triggered, and what is already here counts */
+		memset(&ev, 0, sizeof(ev));
+		ev.events = EPOLLIN | EPOLLRDHUP;
+		ev.data.ptr = h;
+		if (screen_ep >= 0 && epoll_ctl(screen_ep, EPOLL_CTL_MOD, fd, &ev) != 0)
+		{
+			held_close(h);
+			return;
+		}
 	}
 	h->linger = true;
 	h->budget = bytes;
 	h->deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	drain(h);
 }
 
 /* The bounds of a lingering close after an early answer. */
@@ -480,9 +503,12 @@ check_head(const char *buf, size_t n, size_t hlen, const char **msg)
 	return 0;
 }
 
-/* Peek at a held connection's head; hand it on, refuse it, or keep waiting. */
+/*
+ * Peek at a held connection's head; hand it on, refuse it, or keep waiting.
+ * `closed`: the client shut its side down (EPOLLRDHUP), so no more bytes come.
+ */
 static void
-screen(Held *h)
+screen(Held *h, bool closed)
 {
 	size_t		want = (size_t) qs_http_max_header_bytes + QS_CHUNK_LINE_MAX + 2;
 	ssize_t		n;
@@ -516,7 +542,11 @@ screen(Held *h)
 		const char *eol = memchr(peekbuf, '\n', Min((size_t) n, (size_t) qs_http_max_header_bytes));
 
 		if (hlen == 0 && (size_t) n < (size_t) qs_http_max_header_bytes)
-			return;				/* not all here yet */
+		{
+			if (closed)
+				held_close(h);	/* the rest will never come */
+			return;				/* not all here yet: the next bytes are an event */
+		}
 		if (eol == NULL)
 			refuse(h, 414, "request target too long");
 		else
@@ -528,6 +558,8 @@ screen(Held *h)
 	{
 		if ((size_t) n >= want)
 			refuse(h, 400, "invalid chunk size");
+		else if (closed)
+			held_close(h);
 		return;					/* the chunk-size line is on its way */
 	}
 	if (status > 0)
@@ -578,7 +610,8 @@ qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len)
 	dlist_push_tail(&held, &h->node);
 	screening_started();
 	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN | EPOLLRDHUP;
+	/* edge-triggered: see the head of this file */
+	ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 	ev.data.ptr = h;
 	if (epoll_ctl(screen_ep, EPOLL_CTL_ADD, fd, &ev) != 0)
 	{
@@ -586,7 +619,7 @@ qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len)
 		qs_http_add_connection(fd, addr, len);
 		return;
 	}
-	screen(h);					/* the head may be here already */
+	screen(h, false);			/* the head may be here already */
 }
 
 /*
@@ -658,7 +691,7 @@ qs_screen_run(void)
 			if (h->linger)
 				drain(h);
 			else
-				screen(h);
+				screen(h, (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
 		}
 		if (n < (int) lengthof(evs))
 			break;

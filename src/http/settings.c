@@ -22,6 +22,7 @@ int			qs_http_tenancy = QS_TENANCY_OFF;
 bool		qs_http_jwt_trust_tenant_header = false;
 int			qs_http_retention_interval_s = 60;
 int			qs_http_pop_recheck_ms = 1000;
+int			qs_http_pop_max_wait_ms = 60000;
 int			qs_http_sample_interval_s = 60;
 int			qs_http_group_max_requests = 64;
 int			qs_http_group_max_wait_ms = 0;
@@ -170,6 +171,13 @@ qs_http_guc_init(void)
 										 "and prepared transactions."),
 							&qs_http_pop_recheck_ms,
 							1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.pop_max_wait",
+							gettext_noop("Longest time a long-poll pop waits; a larger timeout parameter is clamped to it."),
+							NULL,
+							&qs_http_pop_max_wait_ms,
+							60000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("queen_streams.group_commit_max_requests",

@@ -198,6 +198,9 @@ step_bind(Loop *l)
 										   NULL, NULL);
 	if (qs_screen_fd() >= 0)
 		AddWaitEventToSet(l->wes, WL_SOCKET_READABLE, qs_screen_fd(), NULL, NULL);
+	/* parked pops' clients that close */
+	if (qs_parked_fd() >= 0)
+		AddWaitEventToSet(l->wes, WL_SOCKET_READABLE, qs_parked_fd(), NULL, NULL);
 	l->listening = true;
 	l->slot->listening = true;
 	ereport(LOG,
@@ -236,7 +239,7 @@ step_timeout(Loop *l)
 static bool
 step_wait(Loop *l, long timeout)
 {
-	WaitEvent	events[6];
+	WaitEvent	events[8];
 	bool		accept_now = false;
 	int			nevents;
 
@@ -371,7 +374,7 @@ worker_start(Loop *l, int index)
 	l->slot->latch = MyLatch;
 	before_shmem_exit(worker_detach, Int32GetDatum(index));
 
-	l->wes = CreateWaitEventSet(TopMemoryContext, 6);
+	l->wes = CreateWaitEventSet(TopMemoryContext, 8);
 	AddWaitEventToSet(l->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	/* not WL_EXIT_ON_PM_DEATH: parked pops are answered before exiting */
 	AddWaitEventToSet(l->wes, WL_POSTMASTER_DEATH, PGINVALID_SOCKET, NULL, NULL);
