@@ -1,6 +1,6 @@
 # queen_streams: PGXS build. `scripts/test.sh` and `scripts/run.sh` wrap it.
 # Two extensions: queen_streams itself, and queen_streams_router, the SQL of
-# a router database in front of cells (README, Deploying beyond one server),
+# a router database in front of cells (doc/deploying.md),
 # which uses this library's C functions and no code of its own.
 QS = queen_streams
 EXTENSION = $(QS) queen_streams_router

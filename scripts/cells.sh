@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A router and cells on this machine, for trying queen_streams cells
-# (README, "Deploying beyond one server"): one PostgreSQL server per cell and
+# (doc/deploying.md): one PostgreSQL server per cell and
 # one for the router, each with the library preloaded and its own HTTP
 # listener, on loopback ports, data under .run/cells/, run as `postgres`.
 #

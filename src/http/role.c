@@ -1,6 +1,6 @@
 /*
  * role.c: what the listener does as its node's role in a replicated
- * formation changes (README, "High availability").
+ * formation changes (doc/deploying.md, "High availability").
  *
  * The role is RecoveryInProgress(), asked again for every request: true on
  * a hot standby, false once a promotion finished (the same workers go on,

@@ -1,4 +1,4 @@
-# Cells (README, "Deploying beyond one server"): a router database
+# Cells (doc/deploying.md): a router database
 # (queen_streams_router, PL/Proxy) in front of three cells, each a server
 # with queen_streams and its own listener, all on this machine. Tenants are
 # placed on different cells and one by the hash default; over the router's
