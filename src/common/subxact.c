@@ -49,8 +49,9 @@ is_verdict(int sqlerrcode)
 
 /*
  * The answer's words for a caught error: its message, which is ours or
- * names the bad input; a constraint's message names tables and columns,
- * so only what happened and the SQLSTATE are given (the log has the rest).
+ * names the bad input; a constraint's or a trigger's message names
+ * tables, columns and values, so only what happened and the SQLSTATE are
+ * given (the log has the rest).
  */
 static const char *
 verdict_words(ErrorData *edata)
@@ -58,6 +59,8 @@ verdict_words(ErrorData *edata)
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
 		return psprintf("rejected by a constraint of the stored data (SQLSTATE %s)",
 						unpack_sql_state(edata->sqlerrcode));
+	if (edata->sqlerrcode == ERRCODE_RAISE_EXCEPTION)
+		return "rejected by a trigger (SQLSTATE P0001); see the server log";
 	return edata->message;
 }
 

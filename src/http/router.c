@@ -688,8 +688,8 @@ log_failure(QsReq *req, ErrorData *edata, const char *answered)
 {
 	ereport(LOG,
 			(errcode(edata->sqlerrcode),
-			 errmsg("HTTP request %s %s failed (%s): %s",
-					req->method, req->url, answered, edata->message),
+			 errmsg("HTTP request %s %s failed: %s (answered %s)",
+					req->method, req->url, edata->message, answered),
 			 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
 			 edata->context ? errcontext("%s", edata->context) : 0));
 }
@@ -718,7 +718,7 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 	}
 	else if (qs_cells_outcome_unknown(req, edata))
 	{
-		log_failure(req, edata, "outcome unknown");
+		log_failure(req, edata, "500, outcome unknown");
 		qs_cells_answer_unknown(req, failed);
 	}
 	else if (status == 503)
@@ -734,7 +734,7 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 			 edata->sqlerrcode == ERRCODE_INVALID_SCHEMA_NAME)
 	{
 		/* our statements are fixed: their objects went away as they ran (DROP EXTENSION) */
-		log_failure(req, edata, "503, extension dropped");
+		log_failure(req, edata, "503");
 		req->retry_after = "5";
 		qs_http_error(req, 503, "queen_streams was dropped or changed while the request ran; retry");
 	}

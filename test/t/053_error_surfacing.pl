@@ -154,8 +154,8 @@ for my $what (sort keys %deadlock)
 	like(ref $body ? $body->{error} : $body, qr/: deadlock detected; nothing was committed, retry$/,
 		"$what: in our words");
 	is(segments($node, $out), $before, "$what: its push did not commit");
-	like(log_since($node, $at, qr/40P01 LOG: .*failed \(503, retryable\): deadlock detected/),
-		qr/40P01 LOG: .*POST \Q$path\E failed \(503, retryable\): deadlock detected/,
+	like(log_since($node, $at, qr/40P01 LOG: .*failed: deadlock detected \(answered 503, retryable\)/),
+		qr/40P01 LOG: .*POST \Q$path\E failed: deadlock detected \(answered 503, retryable\)/,
 		"$what: the server log has it with its SQLSTATE");
 }
 
@@ -198,8 +198,8 @@ for my $what (sort keys %serial)
 	like(ref $body ? $body->{error} : $body, qr/: serialization failure; nothing was committed, retry$/,
 		"$what: in our words");
 	is(segments($node, $out), $before + 1, "$what: only the session's push is stored");
-	like(log_since($node, $at, qr/40001 LOG: .*failed \(503, retryable\)/),
-		qr/40001 LOG: .*POST \Q$path\E failed \(503, retryable\): could not serialize/,
+	like(log_since($node, $at, qr/40001 LOG: .*\(answered 503, retryable\)/),
+		qr/40001 LOG: .*POST \Q$path\E failed: could not serialize.* \(answered 503, retryable\)/,
 		"$what: the server log has it with its SQLSTATE");
 }
 sql("ALTER DATABASE postgres RESET default_transaction_isolation");
@@ -215,6 +215,23 @@ sql("ALTER DATABASE postgres RESET default_transaction_isolation");
 	like(log_since($node, $at, qr/22023 LOG: .*answered success:false/),
 		qr/22023 LOG:  a streams cycle rolled back and answered success:false: invalid or expired lease/,
 		'... logged with its SQLSTATE');
+
+	# a trigger's RAISE is a verdict too, answered in our words: its message stays in the log
+	sql(q{CREATE FUNCTION public.boom() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'secret detail: SELECT password FROM users'; END $$;
+		CREATE TRIGGER boom AFTER INSERT ON queen.log_segments FOR EACH ROW EXECUTE FUNCTION public.boom();});
+	$at = -s $node->logfile;
+	my $raw;
+	($st, $doc, undef, $raw) = http_json($node, 'POST', '/api/v1/transaction', { operations => [
+		{ type => 'push', items => [ { queue => 'boom', payload => 1 } ] } ] });
+	is($st, 200, "a transaction a trigger refuses answers 200");
+	is($doc->{error}, 'rejected by a trigger (SQLSTATE P0001); see the server log',
+		'... success:false in our words');
+	unlike($raw, qr/secret|password/, '... and nothing of the trigger\'s message');
+	like(log_since($node, $at, qr/P0001 LOG: .*secret detail/),
+		qr/P0001 LOG:  queen.transaction rolled back and answered success:false: secret detail/,
+		'... which the server log has, with its SQLSTATE');
+	sql('DROP TRIGGER boom ON queen.log_segments; DROP FUNCTION public.boom()');
 }
 
 # ---------------------------------------------------------------- through a router: outcome unknown
@@ -257,8 +274,8 @@ sql("ALTER DATABASE postgres RESET default_transaction_isolation");
 	is($doc->{outcome}, 'unknown', 'router: ... with "outcome":"unknown"') or diag(explain($doc));
 	unlike($doc->{error} // '', qr/nothing was committed/, 'router: ... never "nothing was committed"');
 	is(segments($cell, 'ou'), 2, 'router: (the cell did commit it)');
-	like(log_since($router, $at, qr/57014 LOG: .*outcome unknown/),
-		qr/57014 LOG: .*POST \/api\/v1\/transaction failed \(outcome unknown\)/,
+	like(log_since($router, $at, qr/57014 LOG: .*outcome unknown\)/),
+		qr/57014 LOG: .*POST \/api\/v1\/transaction failed: .*\(answered 500, outcome unknown\)/,
 		'router: the server log has it with its SQLSTATE');
 
 	# the retry the README asks for: the same transaction ids, answered duplicate
