@@ -265,9 +265,13 @@ extern void qs_spi_finish(void);
 /*
  * subxact.c: run work (connected to SPI) in an internal subtransaction; it
  * returns true to keep what it did, false to roll it back. The answer is
- * NULL, or the message of the error that rolled it back.
+ * NULL, or the words of the error that rolled it back, logged under `what`
+ * (e.g. "queen.transaction"); an error that is not a verdict on the work
+ * (a deadlock, a timeout, an internal error) is raised again.
  */
 typedef bool (*QsSubxactWork) (void *arg);
-extern const char *qs_subxact_run(QsSubxactWork work, void *arg);
+extern const char *qs_subxact_run(QsSubxactWork work, void *arg, const char *what);
+/* in a PG_CATCH that drops its error: log it (LOG, its SQLSTATE) after `why` */
+extern void qs_log_dropped_error(const char *why);
 
 #endif							/* QS_COMMON_H */

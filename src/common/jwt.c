@@ -233,6 +233,7 @@ json_members(const char *text, int len, List **out)
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(cxt);
+		qs_log_dropped_error("a token's JSON raised while parsed; the token is refused");
 		FlushErrorState();
 		ok = false;
 	}

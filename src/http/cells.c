@@ -12,7 +12,11 @@
  *   on a cell directly are seen by the parked pops' recheck);
  * - PL/Proxy re-raises a cell's error with its SQLSTATE and the message
  *   prefixed "fn(args): [db] REMOTE ERROR: ", which is cut off again so
- *   that 400 and 404 bodies read as on a cell.
+ *   that 400 and 404 bodies read as on a cell;
+ * - a cell commits its part of a write on its own, when the call returns:
+ *   an error on the router after that (a statement timeout, the router's
+ *   own commit) does not undo it, so it is answered "outcome unknown",
+ *   never "nothing was committed".
  */
 #include "http/http_int.h"
 #include "storage/storage.h"
@@ -115,4 +119,49 @@ qs_cells_remote_message(const char *message)
 	if (message == NULL || (at = strstr(message, marker)) == NULL)
 		return message;
 	return at + strlen(marker);
+}
+
+/*
+ * A write's body starts on a router: from here a cell may commit. (Set on
+ * every run, so a parked pop's retry and a group member count too.)
+ */
+void
+qs_cells_body_starts(QsReq *req)
+{
+	req->cell_may_commit = qs_cells_is_router && qs_route_needs_primary(req->route);
+}
+
+/*
+ * Did a write through the router fail after a cell may have committed its
+ * part? A cell's own error (PL/Proxy's "REMOTE ERROR") means the cell
+ * rolled back; any other error once the body started may come after a
+ * cell's commit (a timeout or a cancel while the call ran or after it, the
+ * router's commit).
+ */
+bool
+qs_cells_outcome_unknown(QsReq *req, ErrorData *edata)
+{
+	if (!qs_cells_is_router || !req->cell_may_commit)
+		return false;
+	return edata->message == NULL || strstr(edata->message, " REMOTE ERROR: ") == NULL;
+}
+
+/* 500 {"error": ..., "outcome": "unknown"}: retry with the same transaction ids. */
+void
+qs_cells_answer_unknown(QsReq *req, const char *failed)
+{
+	QsJson		j;
+	MemoryContext old = MemoryContextSwitchTo(req->ctx);
+
+	qsj_init(&j);
+	qsj_object(&j, NULL);
+	qsj_str(&j, "error", psprintf("%s: outcome unknown: a cell may have committed its part "
+								  "before the router failed; retry with the same transaction ids",
+								  failed));
+	qsj_str(&j, "outcome", "unknown");
+	qsj_end_object(&j);
+	req->status = 500;
+	req->resp = j.buf.data;
+	req->resp_len = j.buf.len;
+	MemoryContextSwitchTo(old);
 }

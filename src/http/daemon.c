@@ -213,6 +213,8 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 	{
 		/* dispatch catches its own errors; this is out of memory and the like */
 		MemoryContextSwitchTo(oldcxt);
+		/* logged whole (its own level and SQLSTATE), then the connection is closed unanswered */
+		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
 		rc = MHD_NO;			/* closes the connection */

@@ -194,6 +194,7 @@ abort_member(MemoryContext cxt, ResourceOwner owner, int level, int lock_timeout
 	LockTimeout = lock_timeout;
 	MemoryContextSwitchTo(cxt);
 	edata = CopyErrorData();
+	/* not dropped: the caller answers it (qs_http_fail logs all but a 400 or 404) or defers the request */
 	FlushErrorState();
 	if (timed_out)
 		*timed_out = qs_http_statement_timeout_ms > 0 &&
@@ -318,6 +319,8 @@ run_merged(QsReq **members, int n, bool first)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, psprintf("%s %s (group commit, %d as one)",
 													   m[0]->method, qs_routes[m[0]->route].pattern, nm));
+		for (int k = 0; k < nm; k++)
+			qs_cells_body_starts(m[k]);
 		done = def->run_many(m, nm);
 		PopActiveSnapshot();
 		if (qs_http_statement_timeout_ms > 0)
@@ -391,6 +394,7 @@ finish_member(QsReq *req)
 		PG_CATCH();
 		{
 			MemoryContextSwitchTo(cxt);
+			qs_log_dropped_error("bookkeeping after a committed request failed; its answer stands");
 			FlushErrorState();
 		}
 		PG_END_TRY();
@@ -518,6 +522,7 @@ qs_group_run(void)
 		HOLD_INTERRUPTS();
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
+		/* not dropped: each member's answer below (qs_http_fail logs all but a 400 or 404) */
 		FlushErrorState();
 		AbortCurrentTransaction();
 		MemoryContextSwitchTo(oldcxt);

@@ -249,6 +249,7 @@ typedef struct QsReq
 	const char *cache_control;	/* the dashboard's files: Cache-Control, */
 	const char *csp;			/* Content-Security-Policy (and nosniff) */
 	bool		close;
+	bool		cell_may_commit;	/* a router's write reached its body (cells.c) */
 	/* group commit (group.c) */
 	bool		grouped;		/* queued for, or running in, a group */
 	bool		deferred;		/* gave way to a lock held elsewhere: next group */
@@ -320,6 +321,9 @@ extern Oid	qs_cells_extension_oid(void);
 extern char *qs_cells_partition_queue(const pg_uuid_t *tenant, const pg_uuid_t *pid);
 extern void qs_cells_pushed(QsReq *req, Jsonb *results);
 extern const char *qs_cells_remote_message(const char *message);
+extern void qs_cells_body_starts(QsReq *req);
+extern bool qs_cells_outcome_unknown(QsReq *req, ErrorData *edata);
+extern void qs_cells_answer_unknown(QsReq *req, const char *failed);
 extern void qs_http_extension_missing(QsReq *req);
 extern void qs_http_fail(QsReq *req, const char *failed, ErrorData *edata);
 extern int	qs_http_status_for_error(int sqlerrcode);

@@ -163,6 +163,7 @@ qs_http_raise_bad_body(MemoryContext cxt)
 
 	MemoryContextSwitchTo(cxt);
 	edata = CopyErrorData();
+	/* not dropped: raised again as invalid input */
 	FlushErrorState();
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -263,7 +264,8 @@ qs_http_text_copy(text *t, MemoryContext into, int *len)
 /*
  * The status of a call that raised, by SQLSTATE: invalid input (22023,
  * 22P02, numbers and dates that do not parse or fit) is 400, a named thing
- * that does not exist (42704) 404, anything else 500.
+ * that does not exist (42704) 404, a deadlock or a serialization failure
+ * (40P01, 40001) and a tenant being moved (57P03) 503, anything else 500.
  */
 int
 qs_http_status_for_error(int sqlerrcode)
@@ -281,6 +283,9 @@ qs_http_status_for_error(int sqlerrcode)
 			return 404;
 		case ERRCODE_CANNOT_CONNECT_NOW:
 			/* a router's tenant in the middle of a move (cells.c) */
+		case ERRCODE_T_R_DEADLOCK_DETECTED:
+		case ERRCODE_T_R_SERIALIZATION_FAILURE:
+			/* rolled back whole: Queen's clients retry a 503 */
 			return 503;
 		default:
 			return 500;
@@ -300,9 +305,9 @@ qs_http_error_words(int sqlerrcode)
 		case ERRCODE_QUERY_CANCELED:
 			return "statement timeout or canceled; nothing was committed, safe to retry";
 		case ERRCODE_T_R_DEADLOCK_DETECTED:
-			return "deadlock detected; nothing was committed, safe to retry";
+			return "deadlock detected; nothing was committed, retry";
 		case ERRCODE_T_R_SERIALIZATION_FAILURE:
-			return "serialization failure; nothing was committed, safe to retry";
+			return "serialization failure; nothing was committed, retry";
 		case ERRCODE_LOCK_NOT_AVAILABLE:
 			return "lock not available; nothing was committed, safe to retry";
 		case ERRCODE_DATA_CORRUPTED:
@@ -727,12 +732,27 @@ qs_http_extension_missing(QsReq *req)
 	qs_http_error(req, 503, msg);
 }
 
+/* The whole error to the server log, with the request and its SQLSTATE. */
+static void
+log_failure(QsReq *req, ErrorData *edata, const char *answered)
+{
+	ereport(LOG,
+			(errcode(edata->sqlerrcode),
+			 errmsg("HTTP request %s %s failed: %s (answered %s)",
+					req->method, req->url, edata->message, answered),
+			 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+			 edata->context ? errcontext("%s", edata->context) : 0));
+}
+
 /*
  * A request that raised (or whose group's commit did): invalid input,
  * unknown names and a refusal to retry (a tenant moving between cells)
- * answer their message; objects gone under the request 503; anything else
- * a 500 whose words say what happened without the error's text, which goes
- * to the server log.
+ * answer their message; a deadlock or a serialization failure 503 with
+ * Retry-After (rolled back whole, Queen's clients retry it); objects gone
+ * under the request 503; on a router, an error after a cell may have
+ * committed 500 "outcome unknown" (cells.c); anything else a 500 whose
+ * words say what happened without the error's text, which goes to the
+ * server log.
  */
 void
 qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
@@ -740,29 +760,38 @@ qs_http_fail(QsReq *req, const char *failed, ErrorData *edata)
 	int			status = qs_http_status_for_error(edata->sqlerrcode);
 
 	req->parked = false;
-	if (status == 400 || status == 404 || status == 503)
+	if (status == 400 || status == 404 || edata->sqlerrcode == ERRCODE_CANNOT_CONNECT_NOW)
 	{
 		if (status == 503)
 			req->retry_after = "1";
 		qs_http_error(req, status, qs_cells_remote_message(edata->message));
+	}
+	else if (qs_cells_outcome_unknown(req, edata))
+	{
+		log_failure(req, edata, "500, outcome unknown");
+		qs_cells_answer_unknown(req, failed);
+	}
+	else if (status == 503)
+	{
+		/* a deadlock or a serialization failure: nothing committed */
+		log_failure(req, edata, "503, retryable");
+		req->retry_after = "1";
+		qs_http_error(req, 503, psprintf("%s: %s", failed,
+										 qs_http_error_words(edata->sqlerrcode)));
 	}
 	else if (edata->sqlerrcode == ERRCODE_UNDEFINED_TABLE ||
 			 edata->sqlerrcode == ERRCODE_UNDEFINED_FUNCTION ||
 			 edata->sqlerrcode == ERRCODE_INVALID_SCHEMA_NAME)
 	{
 		/* our statements are fixed: their objects went away as they ran (DROP EXTENSION) */
+		log_failure(req, edata, "503");
 		req->retry_after = "5";
 		qs_http_error(req, 503, "queen_streams was dropped or changed while the request ran; retry");
 	}
 	else
 	{
 		/* the whole error to the server log, words without its text to the client */
-		ereport(LOG,
-				(errcode(edata->sqlerrcode),
-				 errmsg("HTTP request %s %s failed: %s",
-						req->method, req->url, edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-				 edata->context ? errcontext("%s", edata->context) : 0));
+		log_failure(req, edata, "500");
 		qs_http_error(req, 500, psprintf("%s: %s", failed,
 										 qs_http_error_words(edata->sqlerrcode)));
 	}
@@ -785,7 +814,10 @@ qs_http_run_body(QsReq *req, const QsRouteDef *def, const char *note)
 	if (def->needs_extension && !qs_extension_installed())
 		qs_http_extension_missing(req);
 	else
+	{
+		qs_cells_body_starts(req);
 		def->run(req);
+	}
 
 	PopActiveSnapshot();
 	if (qs_http_statement_timeout_ms > 0)
@@ -811,6 +843,7 @@ parse(QsReq *req, const QsRouteDef *def)
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
+		/* not dropped: it is the answer (qs_http_fail logs all but a 400 or 404) */
 		FlushErrorState();
 		qs_http_fail(req, def->failed, edata);
 		proceed = false;
@@ -852,6 +885,7 @@ execute(QsReq *req, const QsRouteDef *def)
 				PG_CATCH();
 				{
 					MemoryContextSwitchTo(cxt);
+					qs_log_dropped_error("bookkeeping after a committed request failed; its answer stands");
 					FlushErrorState();
 				}
 				PG_END_TRY();
@@ -866,6 +900,7 @@ execute(QsReq *req, const QsRouteDef *def)
 		HOLD_INTERRUPTS();
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
+		/* not dropped: it is the answer (qs_http_fail logs all but a 400 or 404) */
 		FlushErrorState();
 		if (qs_http_statement_timeout_ms > 0)
 			disable_timeout(STATEMENT_TIMEOUT, false);

@@ -107,11 +107,11 @@ retention_step(MemoryContext cxt, QsSweepItem **items, int *n, int i, QsSweepRes
 
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		ereport(LOG,
 				(errcode(edata->sqlerrcode),
 				 errmsg("retention sweep failed: %s", edata->message)));
+		FlushErrorState();
+		AbortCurrentTransaction();
 		FreeErrorData(edata);
 		ok = false;
 	}

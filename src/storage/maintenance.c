@@ -282,7 +282,7 @@ replay_one(Datum *args, const char *nulls)
 {
 	Replay		r = {args, nulls};
 
-	return qs_subxact_run(replay_work, &r);
+	return qs_subxact_run(replay_work, &r, "a buffered body's replay");
 }
 
 typedef struct Buffered

@@ -444,7 +444,7 @@ qs_transaction(PG_FUNCTION_ARGS)
 	r.item_pid = palloc0(sizeof(pg_uuid_t) * Max(r.nitems, 1));
 	qs_uuid7(&txid);
 
-	error = qs_subxact_run(run_work, &r);
+	error = qs_subxact_run(run_work, &r, "queen.transaction");
 	raised = error != NULL;
 	failed = r.failed;
 

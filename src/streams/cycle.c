@@ -502,7 +502,7 @@ run_one(CycleReq *r, CycleOut *out, QsJson *body, bool defer_push)
 	out->j = body;
 	out->outer = CurrentMemoryContext;
 	out->defer_push = defer_push;
-	out->error = qs_subxact_run(cycle_work, &run);
+	out->error = qs_subxact_run(cycle_work, &run, "a streams cycle");
 	if (out->error != NULL)
 		out->nitems = 0;		/* rolled back: nothing of it is pushed */
 }

@@ -177,11 +177,12 @@ step_failed(MemoryContext cxt, const pg_uuid_t *qid, const pg_uuid_t *pid)
 
 	MemoryContextSwitchTo(cxt);
 	edata = CopyErrorData();
+	ereport(LOG,
+			(errcode(edata->sqlerrcode),
+			 errmsg("stream worker %d: %s", my_index, edata->message)));
 	FlushErrorState();
 	AbortCurrentTransaction();
 	qs_stream_count(QS_SC_CYCLES_FAILED, 1);
-	ereport(LOG,
-			(errmsg("stream worker %d: %s", my_index, edata->message)));
 	PG_TRY();
 	{
 		Datum		args[3];
@@ -196,6 +197,7 @@ step_failed(MemoryContext cxt, const pg_uuid_t *qid, const pg_uuid_t *pid)
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(cxt);
+		qs_log_dropped_error("stream worker: the error above was not recorded in declared_stats");
 		FlushErrorState();
 		AbortCurrentTransaction();
 	}
@@ -257,7 +259,7 @@ load_streams(MemoryContext cxt, int *n)
 				const char *error;
 
 				CHECK_FOR_INTERRUPTS();
-				error = qs_subxact_run(parse_work, &p);
+				error = qs_subxact_run(parse_work, &p, "a declared stream's definition");
 				streams[i].ok = error == NULL && streams[i].registered;
 				if (error)
 					ereport(LOG,
