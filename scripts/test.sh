@@ -91,6 +91,13 @@ if want lint; then
 		status=1
 		failed=$((failed + $(grep -c ': \(includes\|declares\) ' "$WORK/lint.out" || true)))
 	fi
+	note "== lint (links between the pages: scripts/check-doc-links.pl)"
+	if perl scripts/check-doc-links.pl 2>&1 | tee "$WORK/links.out" && grep -qx 'links ok' "$WORK/links.out"; then
+		passed=$((passed + 1))
+	else
+		status=1
+		failed=$((failed + 1))
+	fi
 	note "== lint (META.json and the PGXN zip of HEAD: make dist, scripts/check-meta.pl)"
 	if (cd "$ROOT" && make -s dist DISTFILE="$WORK/dist.zip" >/dev/null) &&
 		perl scripts/check-meta.pl "$WORK/dist.zip" 2>&1 | tee "$WORK/meta.out" && grep -qx 'meta ok' "$WORK/meta.out"; then
