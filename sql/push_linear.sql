@@ -27,6 +27,7 @@ SELECT p.name, s.end_offset - s.base_offset + 1 AS frames
 
 -- Pop the whole Default partition and ack every message in one batch ack
 -- (and the first 1,000 twice more: no-ops of a moved cursor are answered).
+SET queen_streams.max_pop_batch = 200000;	-- one pop of the whole partition (a superuser may)
 CREATE TEMP TABLE big_pop AS SELECT queen.pop('big', 'Default', batch => 200000) AS p;
 SELECT p->>'leaseId' AS big_lease, p->>'partitionId' AS big_pid FROM big_pop \gset
 CREATE TEMP TABLE big_msgs AS
