@@ -120,12 +120,18 @@ static QsPlan delete_plan = {
 	3, {UUIDOID, UUIDOID, TEXTOID}
 };
 
-/* Rule 2: the partition leased to the group, or not all of it consumed by the group. */
+/*
+ * Rule 2: the partition leased to the group, or not all of it consumed by
+ * the group. FOR SHARE waits for a push in flight into the partition (it
+ * holds the row from stamping createdAt to commit): an event stamped
+ * inside a window the flush emits is then seen as not yet consumed.
+ */
 static QsPlan busy_plan = {
-	"SELECT (c.worker_id IS NOT NULL AND c.lease_expires_at >= clock_timestamp()),"
-	"       c.committed < p.last_offset"
-	"  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id"
-	" WHERE c.partition_id = $1 AND c.consumer_group = $2",
+	"SELECT COALESCE(c.worker_id IS NOT NULL AND c.lease_expires_at >= clock_timestamp(), false),"
+	"       COALESCE(c.committed, -1) < p.last_offset"
+	"  FROM queen.log_partitions p"
+	"  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
+	" WHERE p.id = $1 FOR SHARE OF p",
 	2, {UUIDOID, TEXTOID}
 };
 

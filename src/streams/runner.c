@@ -19,7 +19,10 @@
  * expired rolls back whole. Workers share the streams' partitions through
  * those leases (pop skips leased partitions), and the shard lock that the
  * cycle also takes is held from the state read to the commit, so an idle
- * flush and a fold of one partition never interleave.
+ * flush and a fold of one partition never interleave: their cycles delete
+ * only rows read under that lock and are never refused as stale, but for
+ * a flush that meets a lease another worker took after the idle check
+ * (the cycle's rule 2), which is skipped until the next pass.
  *
  * Workers sleep on their latch, which a committed push sets (pool.c), and
  * at most queen_streams.stream_poll_interval.
