@@ -91,17 +91,19 @@ UPGRADE_0_4_0 = $(sort $(wildcard sql/0.4.0/*.sql))
 UPGRADE_0_5_0 = $(sort $(wildcard sql/0.5.0/*.sql))
 UPGRADE_0_6_0 = $(sort $(wildcard sql/0.6.0/*.sql))
 UPGRADE_0_7_0 = $(sort $(wildcard sql/0.7.0/*.sql))
+UPGRADE_0_8_0 = $(sort $(wildcard sql/0.8.0/*.sql))
 DATA_built = sql/$(QS)--0.1.0--0.2.0.sql sql/$(QS)--0.2.0.sql \
 	sql/$(QS)--0.2.0--0.3.0.sql sql/$(QS)--0.3.0.sql \
 	sql/$(QS)--0.3.0--0.4.0.sql sql/$(QS)--0.4.0.sql \
 	sql/$(QS)--0.4.0--0.5.0.sql sql/$(QS)--0.5.0.sql \
 	sql/$(QS)--0.5.0--0.6.0.sql sql/$(QS)--0.6.0.sql \
 	sql/$(QS)--0.6.0--0.7.0.sql sql/$(QS)--0.7.0.sql \
+	sql/$(QS)--0.7.0--0.8.0.sql sql/$(QS)--0.8.0.sql \
 	sql/queen_streams_router--0.2.0.sql sql/queen_streams_router--0.3.0.sql \
-	sql/queen_streams_router--0.4.0.sql
+	sql/queen_streams_router--0.4.0.sql sql/queen_streams_router--0.5.0.sql
 DATA = sql/$(QS)--0.1.0.sql sql/queen_streams_router--0.1.0.sql \
 	sql/queen_streams_router--0.1.0--0.2.0.sql sql/queen_streams_router--0.2.0--0.3.0.sql \
-	sql/queen_streams_router--0.3.0--0.4.0.sql
+	sql/queen_streams_router--0.3.0--0.4.0.sql sql/queen_streams_router--0.4.0--0.5.0.sql
 
 PG_CPPFLAGS = -I$(srcdir)/src -DQS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -181,6 +183,13 @@ sql/$(QS)--0.6.0--0.7.0.sql: $(UPGRADE_0_7_0) sql/0.7.0
 sql/$(QS)--0.7.0.sql: sql/$(QS)--0.6.0.sql sql/$(QS)--0.6.0--0.7.0.sql
 	( cat sql/$(QS)--0.6.0.sql; sed '/^\\echo /d' sql/$(QS)--0.6.0--0.7.0.sql ) > $@
 
+sql/$(QS)--0.7.0--0.8.0.sql: $(UPGRADE_0_8_0) sql/0.8.0
+	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.8.0'"'"'" to load this file. \quit'; \
+	  for f in $(UPGRADE_0_8_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
+
+sql/$(QS)--0.8.0.sql: sql/$(QS)--0.7.0.sql sql/$(QS)--0.7.0--0.8.0.sql
+	( cat sql/$(QS)--0.7.0.sql; sed '/^\\echo /d' sql/$(QS)--0.7.0--0.8.0.sql ) > $@
+
 # The router's: its 0.1.0 script plus each upgrade, written by hand.
 sql/queen_streams_router--0.2.0.sql: sql/queen_streams_router--0.1.0.sql sql/queen_streams_router--0.1.0--0.2.0.sql
 	( cat sql/queen_streams_router--0.1.0.sql; sed '/^\\echo /d' sql/queen_streams_router--0.1.0--0.2.0.sql ) > $@
@@ -190,6 +199,9 @@ sql/queen_streams_router--0.3.0.sql: sql/queen_streams_router--0.2.0.sql sql/que
 
 sql/queen_streams_router--0.4.0.sql: sql/queen_streams_router--0.3.0.sql sql/queen_streams_router--0.3.0--0.4.0.sql
 	( cat sql/queen_streams_router--0.3.0.sql; sed '/^\\echo /d' sql/queen_streams_router--0.3.0--0.4.0.sql ) > $@
+
+sql/queen_streams_router--0.5.0.sql: sql/queen_streams_router--0.4.0.sql sql/queen_streams_router--0.4.0--0.5.0.sql
+	( cat sql/queen_streams_router--0.4.0.sql; sed '/^\\echo /d' sql/queen_streams_router--0.4.0--0.5.0.sql ) > $@
 
 # The dashboard's files, compiled in as byte arrays (xxd from the xxd package).
 DASHBOARD_FILES = src/http/dashboard/index.html src/http/dashboard/app.js src/http/dashboard/app.css

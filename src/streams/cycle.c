@@ -29,6 +29,7 @@
 #include "streams/streams.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type_d.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -36,6 +37,7 @@
 #include "utils/builtins.h"
 #include "utils/array.h"
 #include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -175,6 +177,35 @@ static QsPlan ranges_plan = {
 /* A refused cycle request: 22023, which the cycle answers as its error. */
 #define raise_cycle(...) \
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(__VA_ARGS__)))
+
+/*
+ * A stale cycle on a declared stream's shard counts in its stream_status
+ * (declared_stats.stale), in the caller's transaction: nothing of the
+ * cycle itself commits. Skipped before ALTER EXTENSION UPDATE to 0.8.0.
+ */
+static QsPlan stale_stat_plan = {
+	"INSERT INTO queen_streams.declared_stats AS s (query_id, partition_id, stale)"
+	" SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM queen_streams.declared_streams WHERE query_id = $1)"
+	" ON CONFLICT (query_id, partition_id) DO UPDATE SET stale = s.stale + 1",
+	2, {UUIDOID, UUIDOID}
+};
+
+static void
+note_stale(CycleReq *r)
+{
+	Oid			ns = get_namespace_oid("queen_streams", true);
+	Oid			rel = OidIsValid(ns) ? get_relname_relid("declared_stats", ns) : InvalidOid;
+	Datum		args[2];
+
+	qs_stream_count(QS_SC_STALE, 1);
+	if (!OidIsValid(rel) || get_attnum(rel, "stale") == InvalidAttrNumber)
+		return;
+	args[0] = qs_uuid_datum(&r->qid);
+	args[1] = qs_uuid_datum(&r->pid);
+	qs_spi_connect();
+	qs_exec(&stale_stat_plan, args, NULL, 0);
+	qs_spi_finish();
+}
 
 /* Refuse the cycle as stale: the caller stops and rolls its work back. */
 static bool
@@ -629,7 +660,7 @@ run_one(CycleReq *r, CycleOut *out, QsJson *body, bool defer_push)
 	{
 		/* refused without an error; the subtransaction rolled back */
 		out->error = out->stale_why;
-		qs_stream_count(QS_SC_STALE, 1);
+		note_stale(r);
 	}
 	if (out->error != NULL)
 		out->nitems = 0;		/* rolled back: nothing of it is pushed */

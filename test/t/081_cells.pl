@@ -102,7 +102,7 @@ sub cells_with
 	my $old = $router->safe_psql('upgr', $all);
 	$router->safe_psql('upgr', 'ALTER EXTENSION queen_streams_router UPDATE');
 	is($router->safe_psql('upgr', "SELECT extversion FROM pg_extension WHERE extname = 'queen_streams_router'"),
-		'0.4.0', 'router: 0.1.0 updates to 0.4.0');
+		'0.5.0', 'router: 0.1.0 updates to 0.5.0');
 	isnt($old, $router->safe_psql('upgr', $all), 'router: the update changed its functions');
 	is($router->safe_psql('upgr', $all), $router->safe_psql('postgres', $all),
 		'router: updated, the same functions as a fresh install');
