@@ -7,6 +7,8 @@
 # every 50 ms (200 windows), phase-locked and not, again through a loopback
 # proxy that holds each cycle 80 ms; and a short run of the issue's own case
 # (one event a second, 4 s windows sliding by 2 s, a flush every second).
+# Last, a declared stream (its worker folds and flushes in one process)
+# over a live feed: exact, and never a stale cycle of its own.
 use strict;
 use warnings;
 
@@ -23,7 +25,10 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use Time::Local qw(timegm);
 
-my $node = qs_node('stale');
+my $node = qs_node('stale', <<'EOF');
+queen_streams.stream_workers = 1
+queen_streams.stream_poll_interval = 200
+EOF
 my $url = "http://127.0.0.1:$node->{qs_http_port}";
 my $racer = "$FindBin::Bin/../../examples/window_racer.pl";
 my $json = JSON::PP->new->canonical;
@@ -193,6 +198,37 @@ $proxy = undef;
 
 run_variant(name => 'issue', size => 4000, slide => 2000, flush => 1000, every => 1, n => 6,
 	parts => 1, exit_idle => 7, windows => 3, phase_lock => 1);
+
+# ---- a declared stream: one worker folds and idle-flushes, never stale
+is($node->safe_psql('postgres', "SELECT queen_streams.create_stream('dec.hop', '"
+	  . $json->encode({ source => 'dec_src', sink => 'dec_sink', window => { type => 'hopping', size => 2,
+		slide => 1 }, time => { type => 'processing' }, batch => 5, idle_flush => 1,
+		aggregates => { n => { fn => 'count' }, total => { fn => 'sum', path => '$.v' } } })
+	  . "'::jsonb)->>'success'"), 'true', 'a declared hopping stream');
+my $ua = HTTP::Tiny->new(timeout => 30, keep_alive => 1);
+my $t0 = time;
+for my $i (1 .. 40)
+{
+	my $nap = $t0 + $i * 0.1 - time;
+	sleep $nap if $nap > 0;
+	my $r = $ua->request('POST', "$url/api/v1/push", { headers => { 'content-type' => 'application/json' },
+		content => $json->encode({ items => [ { queue => 'dec_src', partition => 'd' . ($i % 2),
+			payload => { v => $i } } ] }) });
+	die "push failed: $r->{status}" unless $r->{status} == 201;
+}
+ok($node->poll_query_until('postgres', "SELECT coalesce(sum(lag), 1) = 0 AND sum(open_windows) = 0"
+	  . " FROM queen_streams.stream_status('dec.hop') WHERE partition IS NOT NULL"),
+	'dec.hop: folded and flushed to the end');
+is($node->safe_psql('postgres', "SELECT sum(stale_cycles), sum(errors), sum(events)"
+	  . " FROM queen_streams.stream_status('dec.hop')"), '0|0|40',
+	'dec.hop: every event folded once, no error, no stale cycle of its own');
+my $sink = $node->safe_psql('postgres', <<'EOF');
+SELECT sum((m->'data'->>'n')::int), sum((m->'data'->>'total')::int),
+       count(*) = count(DISTINCT (m->>'partition', m->'data'->>'key', m->'data'->>'windowStart'))
+  FROM jsonb_array_elements(queen.pop('dec_sink', batch => 10000, auto_ack => true,
+                                      partitions => 10)->'messages') m
+EOF
+is($sink, '80|1640|t', 'dec.hop: each event in its two windows, each window once');
 
 $node->stop;
 done_testing();
