@@ -177,8 +177,8 @@ SELECT function_returns('queen', 'uuid_generate_v7', ARRAY[]::text[], 'uuid');
 
 -- The extension owns its objects.
 SELECT has_extension('queen_streams');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'queen_streams'), '0.7.0',
-          'queen_streams version 0.7.0');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'queen_streams'), '0.8.0',
+          'queen_streams version 0.8.0');
 
 SELECT * FROM finish();
 ROLLBACK;
