@@ -130,7 +130,8 @@ static const char *const stream_metric[QS_SC_COUNT] = {
 	"queen_streams_stream_events_filtered_total",
 	"queen_streams_stream_events_late_total",
 	"queen_streams_stream_windows_total",
-	"queen_streams_stream_idle_flushes_total"
+	"queen_streams_stream_idle_flushes_total",
+	"queen_streams_stream_cycles_stale_total"
 };
 
 static const char *const stream_help[QS_SC_COUNT] = {
@@ -140,7 +141,8 @@ static const char *const stream_help[QS_SC_COUNT] = {
 	"Source messages a declared stream's filter left out.",
 	"Source messages that arrived too late for their windows (dropped or sent to the late queue).",
 	"Closed windows declared streams pushed to their sinks.",
-	"Idle-flush cycles of declared streams."
+	"Idle-flush cycles of declared streams.",
+	"Cycles refused as stale (SDK and declared alike): nothing of them committed."
 };
 
 static const char *const stat_help[QS_STAT_COUNT] = {

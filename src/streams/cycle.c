@@ -12,10 +12,24 @@
  * Exactly-once rests on the ack: the cursor row is locked and the lease
  * must be the caller's and unexpired, else the whole cycle rolls back. A
  * cycle retried after its commit finds its lease released and pushes nothing.
+ *
+ * A worker's idle flush and its main loop race on the same windows (issue
+ * 42). Under the shard lock a cycle is refused as stale, nothing of it
+ * committed, when it deletes a window key (one holding U+001F, as the
+ * SDKs' and the declared streams' keys do) and
+ *   1. that row is gone: another cycle emitted the window since this one
+ *      read it (the SDKs delete only keys their read returned);
+ *   2. it has no ack (an idle flush) and the partition is leased to its
+ *      consumer group, or the group has not consumed all of it: a fold of
+ *      the very windows it emits is, or may be, on its way;
+ *   3. it has no ack and the row was written after the shard's last ripe
+ *      read (state.c): the flush emits a value that is no longer the row's.
+ * The soundness argument is in the README (Streams, stale cycles).
  */
 #include "streams/streams.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type_d.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -23,6 +37,7 @@
 #include "utils/builtins.h"
 #include "utils/array.h"
 #include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -48,6 +63,9 @@ typedef struct CycleOut
 	QsPushItem *items;			/* its sink items, read into `outer` */
 	int			nitems;
 	const char *error;			/* why it failed, or NULL */
+	bool		stale;			/* refused as stale: rolled back */
+	const char *stale_why;
+	bool		flush_checked;	/* rule 2 checked (once per cycle) */
 } CycleOut;
 
 /* The source partition's queue when the tenant owns it, and whether the query is its. */
@@ -85,9 +103,38 @@ static QsPlan upsert_plan = {
 	4, {UUIDOID, UUIDOID, TEXTOID, JSONBOID}
 };
 
+/*
+ * The same, stamped with the clock under the shard lock rather than the
+ * transaction's start: a write that follows a ripe read (which notes its
+ * time under that lock) must carry a later updated_at (rule 3).
+ */
+static QsPlan upsert_clock_plan = {
+	"INSERT INTO queen_streams.state (query_id, partition_id, key, value, updated_at)"
+	" VALUES ($1, $2, $3, $4, clock_timestamp())"
+	" ON CONFLICT (query_id, partition_id, key)"
+	" DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
+	4, {UUIDOID, UUIDOID, TEXTOID, JSONBOID}
+};
+
 static QsPlan delete_plan = {
-	"DELETE FROM queen_streams.state WHERE query_id = $1 AND partition_id = $2 AND key = $3",
+	"DELETE FROM queen_streams.state WHERE query_id = $1 AND partition_id = $2 AND key = $3"
+	" RETURNING updated_at",
 	3, {UUIDOID, UUIDOID, TEXTOID}
+};
+
+/*
+ * Rule 2: the partition leased to the group, or not all of it consumed by
+ * the group. FOR SHARE waits for a push in flight into the partition (it
+ * holds the row from stamping createdAt to commit): an event stamped
+ * inside a window the flush emits is then seen as not yet consumed.
+ */
+static QsPlan busy_plan = {
+	"SELECT COALESCE(c.worker_id IS NOT NULL AND c.lease_expires_at >= clock_timestamp(), false),"
+	"       COALESCE(c.committed, -1) < p.last_offset"
+	"  FROM queen.log_partitions p"
+	"  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
+	" WHERE p.id = $1 FOR SHARE OF p",
+	2, {UUIDOID, TEXTOID}
 };
 
 static QsPlan cursor_plan = {
@@ -131,8 +178,94 @@ static QsPlan ranges_plan = {
 #define raise_cycle(...) \
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(__VA_ARGS__)))
 
-/* status counts as success for completed|success|acked|ok and when absent */
+/*
+ * A stale cycle on a declared stream's shard counts in its stream_status
+ * (declared_stats.stale), in the caller's transaction: nothing of the
+ * cycle itself commits. Skipped before ALTER EXTENSION UPDATE to 0.8.0.
+ */
+static QsPlan stale_stat_plan = {
+	"INSERT INTO queen_streams.declared_stats AS s (query_id, partition_id, stale)"
+	" SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM queen_streams.declared_streams WHERE query_id = $1)"
+	" ON CONFLICT (query_id, partition_id) DO UPDATE SET stale = s.stale + 1",
+	2, {UUIDOID, UUIDOID}
+};
+
 static void
+note_stale(CycleReq *r)
+{
+	Oid			ns = get_namespace_oid("queen_streams", true);
+	Oid			rel = OidIsValid(ns) ? get_relname_relid("declared_stats", ns) : InvalidOid;
+	Datum		args[2];
+
+	qs_stream_count(QS_SC_STALE, 1);
+	if (!OidIsValid(rel) || get_attnum(rel, "stale") == InvalidAttrNumber)
+		return;
+	args[0] = qs_uuid_datum(&r->qid);
+	args[1] = qs_uuid_datum(&r->pid);
+	qs_spi_connect();
+	qs_exec(&stale_stat_plan, args, NULL, 0);
+	qs_spi_finish();
+}
+
+/* Refuse the cycle as stale: the caller stops and rolls its work back. */
+static bool
+refuse_stale(CycleOut *out, const char *why)
+{
+	out->stale = true;
+	out->stale_why = why;		/* a literal */
+	return false;
+}
+
+/* A window key: the SDKs' "tag U+001F window U+001F key" (or the legacy two parts). */
+static bool
+window_key(const char *key, int len)
+{
+	return memchr(key, 0x1f, len) != NULL;
+}
+
+/*
+ * The staleness rules for one delete of a window key, its row already
+ * deleted (found: a row was there; written: its updated_at). False when
+ * the cycle is stale.
+ */
+static bool
+check_delete(CycleReq *r, CycleOut *out, bool found, TimestampTz written)
+{
+	if (!found)
+		return refuse_stale(out, "stale cycle: a window it deletes is gone "
+							"(another cycle emitted it since this one read it)");
+	if (r->ack != NULL)
+		return true;
+	if (!out->flush_checked)
+	{
+		Datum		args[2];
+
+		out->flush_checked = true;
+		args[0] = qs_uuid_datum(&r->pid);
+		args[1] = CStringGetTextDatum(r->group);
+		qs_exec(&busy_plan, args, NULL, 1);
+		if (SPI_processed == 1 && qs_col_bool(0, 1, false))
+			return refuse_stale(out, "stale cycle: an idle flush while the partition is leased "
+								"to its consumer group");
+		if (SPI_processed == 1 && qs_col_bool(0, 2, false))
+			return refuse_stale(out, "stale cycle: an idle flush while its consumer group has "
+								"not consumed the whole partition");
+	}
+	{
+		TimestampTz read_at = qs_ripe_read_at(&r->qid, &r->pid);
+
+		if (read_at != 0 && written > read_at)
+			return refuse_stale(out, "stale cycle: an idle flush deletes a window written "
+								"after the last ripe read");
+	}
+	return true;
+}
+
+/*
+ * Apply the state ops in order; false when the cycle is stale (the rest
+ * of its work is then skipped and rolled back).
+ */
+static bool
 apply_state_ops(CycleReq *r, CycleOut *out)
 {
 	int			n = r->state_ops ? JsonContainerSize(r->state_ops) : 0;
@@ -173,12 +306,30 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 				args[3] = JsonbPGetDatum(JsonbValueToJsonb(&vv));
 			else
 				args[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
-			qs_exec(&upsert_plan, args, NULL, 0);
+			qs_exec(window_key(kv.val.string.val, kv.val.string.len) ? &upsert_clock_plan : &upsert_plan,
+					args, NULL, 0);
 		}
 		else
+		{
+			bool		found;
+			TimestampTz written = 0;
+
 			qs_exec(&delete_plan, args, NULL, 0);
+			found = SPI_processed > 0;
+			if (found)
+			{
+				bool		isnull;
+				Datum		d = qs_col(0, 1, &isnull);
+
+				written = isnull ? 0 : DatumGetTimestampTz(d);
+			}
+			if (window_key(kv.val.string.val, kv.val.string.len) &&
+				!check_delete(r, out, found, written))
+				return false;
+		}
 		out->ops_applied++;
 	}
+	return true;
 }
 
 /*
@@ -425,7 +576,8 @@ run_cycle(CycleReq *r, CycleOut *out)
 
 	qs_cycle_shard_lock(&r->qid, &r->pid);
 
-	apply_state_ops(r, out);
+	if (!apply_state_ops(r, out))
+		return;
 	read_sinks(r, out);
 	if (!out->defer_push)
 		push_sinks(r, out);
@@ -482,13 +634,14 @@ typedef struct CycleRun
 	CycleOut   *out;
 } CycleRun;
 
+/* A stale cycle is rolled back without an error (false: nothing kept). */
 static bool
 cycle_work(void *arg)
 {
 	CycleRun   *run = (CycleRun *) arg;
 
 	run_cycle(run->r, run->out);
-	return true;
+	return !run->out->stale;
 }
 
 /* Run one cycle's work in its subtransaction; its body collects in `body`. */
@@ -503,6 +656,12 @@ run_one(CycleReq *r, CycleOut *out, QsJson *body, bool defer_push)
 	out->outer = CurrentMemoryContext;
 	out->defer_push = defer_push;
 	out->error = qs_subxact_run(cycle_work, &run, "a streams cycle");
+	if (out->stale)
+	{
+		/* refused without an error; the subtransaction rolled back */
+		out->error = out->stale_why;
+		note_stale(r);
+	}
 	if (out->error != NULL)
 		out->nitems = 0;		/* rolled back: nothing of it is pushed */
 }
@@ -531,6 +690,12 @@ cycle_answer(CycleReq *r, CycleOut *out, QsJson *body)
 		qsj_raw(&j, "push_results", "[]", 2);
 		qsj_null(&j, "ack_result");
 		qsj_str(&j, "error", out->error);
+		/* a stale cycle: a conflict, not a fault; SQLSTATE 40001 names it for SQL callers */
+		if (out->stale)
+		{
+			qsj_bool(&j, QS_CYCLE_STALE_FIELD, true);
+			qsj_str(&j, "sqlstate", "40001");
+		}
 	}
 	qsj_end_object(&j);
 	return qsj_jsonb(&j);

@@ -2,10 +2,13 @@
  * pool.c: the pool of stream workers (queen_streams.stream_workers of them,
  * separate from the HTTP workers): their registration, the shared memory
  * that holds their latches and the server-wide stream counters /metrics
- * shows, and the wake-up a committed push sends them.
+ * shows, the wake-up a committed push sends them, and the last ripe read
+ * of each state shard (the idle flush's read, which the cycle's staleness
+ * rules compare against).
  */
 #include "streams/streams.h"
 
+#include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
@@ -14,6 +17,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 
 #define QS_MAX_STREAM_WORKERS 64
@@ -26,11 +30,29 @@ typedef struct StreamSlot
 	pg_atomic_uint64 cycles;
 } StreamSlot;
 
+/*
+ * Ripe reads: a set-associative table of (query, partition) -> the time of
+ * the shard's last state read with ripe_at_or_before. A full set evicts
+ * its oldest entry; a shard without an entry has no ripe read to compare
+ * with (README: Streams, stale cycles).
+ */
+#define QS_RIPE_SETS	1024
+#define QS_RIPE_WAYS	4
+
+typedef struct RipeRead
+{
+	pg_uuid_t	qid;
+	pg_uuid_t	pid;
+	TimestampTz at;				/* 0: empty */
+} RipeRead;
+
 typedef struct StreamShared
 {
 	pg_atomic_uint32 active;	/* some worker has a declared stream to run */
 	pg_atomic_uint64 counters[QS_SC_COUNT];
 	StreamSlot	slots[QS_MAX_STREAM_WORKERS];
+	slock_t		ripe_lock;
+	RipeRead	ripe[QS_RIPE_SETS][QS_RIPE_WAYS];
 } StreamShared;
 
 static StreamShared *shared = NULL;
@@ -62,6 +84,7 @@ streams_shmem_startup(void)
 			pg_atomic_init_u64(&shared->counters[i], 0);
 		for (int i = 0; i < QS_MAX_STREAM_WORKERS; i++)
 			pg_atomic_init_u64(&shared->slots[i].cycles, 0);
+		SpinLockInit(&shared->ripe_lock);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -140,6 +163,62 @@ uint64
 qs_stream_counter(QsStreamCounter which)
 {
 	return shared ? pg_atomic_read_u64(&shared->counters[which]) : 0;
+}
+
+static uint32
+ripe_set(const pg_uuid_t *qid, const pg_uuid_t *pid)
+{
+	uint32		h = hash_bytes(qid->data, UUID_LEN) ^ hash_bytes(pid->data, UUID_LEN);
+
+	return h % QS_RIPE_SETS;
+}
+
+/* A ripe read of the shard was answered at `at` (its shard lock held). */
+void
+qs_ripe_read_note(const pg_uuid_t *qid, const pg_uuid_t *pid, TimestampTz at)
+{
+	RipeRead   *set;
+	RipeRead   *victim;
+
+	if (shared == NULL)
+		return;
+	set = shared->ripe[ripe_set(qid, pid)];
+	SpinLockAcquire(&shared->ripe_lock);
+	victim = &set[0];
+	for (int w = 0; w < QS_RIPE_WAYS; w++)
+	{
+		if (set[w].at != 0 && memcmp(&set[w].qid, qid, UUID_LEN) == 0 &&
+			memcmp(&set[w].pid, pid, UUID_LEN) == 0)
+		{
+			victim = &set[w];
+			break;
+		}
+		if (set[w].at < victim->at)
+			victim = &set[w];
+	}
+	victim->qid = *qid;
+	victim->pid = *pid;
+	victim->at = Max(victim->at, at);
+	SpinLockRelease(&shared->ripe_lock);
+}
+
+/* The time of the shard's last ripe read, or 0 when none is remembered. */
+TimestampTz
+qs_ripe_read_at(const pg_uuid_t *qid, const pg_uuid_t *pid)
+{
+	RipeRead   *set;
+	TimestampTz at = 0;
+
+	if (shared == NULL)
+		return 0;
+	set = shared->ripe[ripe_set(qid, pid)];
+	SpinLockAcquire(&shared->ripe_lock);
+	for (int w = 0; w < QS_RIPE_WAYS; w++)
+		if (set[w].at != 0 && memcmp(&set[w].qid, qid, UUID_LEN) == 0 &&
+			memcmp(&set[w].pid, pid, UUID_LEN) == 0)
+			at = set[w].at;
+	SpinLockRelease(&shared->ripe_lock);
+	return at;
 }
 
 int

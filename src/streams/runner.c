@@ -19,7 +19,10 @@
  * expired rolls back whole. Workers share the streams' partitions through
  * those leases (pop skips leased partitions), and the shard lock that the
  * cycle also takes is held from the state read to the commit, so an idle
- * flush and a fold of one partition never interleave.
+ * flush and a fold of one partition never interleave: their cycles delete
+ * only rows read under that lock and are never refused as stale, but for
+ * a flush that meets a lease another worker took after the idle check
+ * (the cycle's rule 2), which is skipped until the next pass.
  *
  * Workers sleep on their latch, which a committed push sets (pool.c), and
  * at most queen_streams.stream_poll_interval.
@@ -371,8 +374,12 @@ rows_of(Jsonb *state)
 	return qs_json_container(&v);
 }
 
-/* Commit the fold as one cycle; raises when the cycle reports a failure. */
-static void
+/*
+ * Commit the fold as one cycle; raises when the cycle reports a failure,
+ * but for an idle flush refused as stale (another worker of the group took
+ * the partition since the flush checked it was idle): false, nothing done.
+ */
+static bool
 commit_cycle(Stream *s, const char *pid_str, const pg_uuid_t *pid, QsFoldOut *out,
 			 JsonbValue *last, int count)
 {
@@ -403,6 +410,9 @@ commit_cycle(Stream *s, const char *pid_str, const pg_uuid_t *pid, QsFoldOut *ou
 	qsj_end_object(&j);
 
 	res = call_json(&cycle_plan, qsj_jsonb(&j), &s->tenant);
+	if (last == NULL && !qs_json_bool(&res->root, "success", "cycle", false) &&
+		qs_json_bool(&res->root, QS_CYCLE_STALE_FIELD, "cycle", false))
+		return false;
 	if (!qs_json_bool(&res->root, "success", "cycle", false))
 	{
 		char	   *error = qs_json_string(&res->root, "error", "cycle", false);
@@ -419,6 +429,7 @@ commit_cycle(Stream *s, const char *pid_str, const pg_uuid_t *pid, QsFoldOut *ou
 	args[4] = Int64GetDatum(out->late);
 	args[5] = Int64GetDatum(out->windows);
 	qs_exec(&stats_plan, args, NULL, 0);
+	return true;
 }
 
 static void
@@ -458,7 +469,7 @@ fold_partition(MemoryContext cxt, Stream *s, const char *pid_str, const char *pn
 		qs_cycle_shard_lock(&s->qid, &pid);
 		state = call_json(&state_plan, state_request(s, pid_str, NULL, false, false), &s->tenant);
 		qs_fold_batch(&s->def, pid_str, pname, rows_of(state), msgs, n, &out);
-		commit_cycle(s, pid_str, &pid, &out, msgs[n - 1], n);
+		(void) commit_cycle(s, pid_str, &pid, &out, msgs[n - 1], n);
 		end_step();
 		count_cycle(&out);
 		streamed(s, 0, 1, 0, n);
@@ -532,6 +543,7 @@ flush_partition(MemoryContext cxt, Stream *s, const pg_uuid_t *pid, const char *
 		char		pid_str[QS_UUID_STRLEN + 1];
 		Datum		args[4];
 		QsFoldOut	out;
+		bool		flushed = false;
 		char	   *prefix = psprintf("%s\x1f", s->def.tag);
 
 		memset(&out, 0, sizeof(out));
@@ -553,10 +565,10 @@ flush_partition(MemoryContext cxt, Stream *s, const pg_uuid_t *pid, const char *
 
 			qs_fold_flush(&s->def, pname, rows_of(ripe), rows_of(wm), &out);
 			if (out.windows > 0)
-				commit_cycle(s, pid_str, pid, &out, NULL, 0);
+				flushed = commit_cycle(s, pid_str, pid, &out, NULL, 0);
 		}
 		end_step();
-		if (out.windows > 0)
+		if (flushed)
 		{
 			count_cycle(&out);
 			qs_stream_count(QS_SC_FLUSHES, 1);

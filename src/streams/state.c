@@ -6,6 +6,11 @@
  * or before a bound), ANDed, ordered by key. A query of another tenant reads
  * exactly like an unknown one: empty rows.
  *
+ * A ripe read (the idle flush's) first takes the shard lock the cycle takes
+ * and notes its time: a row a cycle writes after it carries a later
+ * updated_at, which is how the cycle tells that a flush's deletes were
+ * written after the flush read them (cycle.c, README: stale cycles).
+ *
  * One plan per combination of filters, so each is planned for what it uses:
  * the prefix becomes a range on the primary key (keys are COLLATE "C").
  */
@@ -15,6 +20,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #define F_KEYS		1
 #define F_PREFIX	2
@@ -184,6 +190,11 @@ qs_state_get(PG_FUNCTION_ARGS)
 		nulls[6] = ' ';
 	}
 
+	if (has_ripe)
+	{
+		qs_cycle_shard_lock(&qid, &pid);
+		qs_ripe_read_note(&qid, &pid, GetCurrentTimestamp());
+	}
 	qs_spi_connect();
 	qs_exec(state_plan(mask), args, nulls, 1);
 	result = DatumGetJsonbPCopy(qs_col(0, 1, &isnull));

@@ -113,6 +113,7 @@ typedef enum QsStreamCounter
 	QS_SC_LATE,
 	QS_SC_WINDOWS,
 	QS_SC_FLUSHES,
+	QS_SC_STALE,				/* cycles refused as stale (any caller's) */
 	QS_SC_COUNT
 } QsStreamCounter;
 
@@ -122,5 +123,10 @@ extern int	qs_stream_workers_up(void);
 extern void qs_stream_worker_started(int index);
 extern void qs_stream_worker_cycled(int index);
 extern void qs_cycle_shard_lock(const pg_uuid_t *qid, const pg_uuid_t *pid);
+extern void qs_ripe_read_note(const pg_uuid_t *qid, const pg_uuid_t *pid, TimestampTz at);
+extern TimestampTz qs_ripe_read_at(const pg_uuid_t *qid, const pg_uuid_t *pid);
+
+/* cycle.c: the body field that marks a cycle refused as stale */
+#define QS_CYCLE_STALE_FIELD	"stale"
 
 #endif							/* QS_STREAMS_H */
