@@ -271,7 +271,10 @@ extern void qs_spi_finish(void);
  */
 typedef bool (*QsSubxactWork) (void *arg);
 extern const char *qs_subxact_run(QsSubxactWork work, void *arg, const char *what);
+extern const char *qs_subxact_run_also(QsSubxactWork work, void *arg, const char *what,
+									   int also_verdict);
 /* in a PG_CATCH that drops its error: log it (LOG, its SQLSTATE) after `why` */
 extern void qs_log_dropped_error(const char *why);
+extern void qs_log_dropped_error_at(int elevel, const char *why);
 
 #endif							/* QS_COMMON_H */

@@ -233,7 +233,8 @@ json_members(const char *text, int len, List **out)
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(cxt);
-		qs_log_dropped_error("a token's JSON raised while parsed; the token is refused");
+		/* before the signature: any client picks how often, so not at LOG */
+		qs_log_dropped_error_at(DEBUG1, "a token's JSON raised while parsed; the token is refused");
 		FlushErrorState();
 		ok = false;
 	}

@@ -26,6 +26,14 @@
 static const char *jwt_file_secret = NULL;
 static const char *encryption_file_key = NULL;
 
+/* Secret bytes do not outlive their use in freed memory. */
+static void
+wipe_free(char *p, size_t n)
+{
+	explicit_bzero(p, n);
+	free(p);
+}
+
 /*
  * Read a secret file into malloc'd memory, less trailing newlines.
  * False, with the detail set for GUC, when it cannot be used.
@@ -99,7 +107,7 @@ read_secret_file(const char *path, char **out)
 		{
 			GUC_check_errdetail("Could not read the file: %m.");
 			close(fd);
-			free(buf);
+			wipe_free(buf, SECRET_FILE_MAX + 1);
 			return false;
 		}
 		if (r == 0 || (n += r) > SECRET_FILE_MAX)
@@ -109,7 +117,7 @@ read_secret_file(const char *path, char **out)
 	if (n > SECRET_FILE_MAX)
 	{
 		GUC_check_errdetail("The file is larger than %d bytes.", SECRET_FILE_MAX);
-		free(buf);
+		wipe_free(buf, SECRET_FILE_MAX + 1);
 		return false;
 	}
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
@@ -118,13 +126,13 @@ read_secret_file(const char *path, char **out)
 	if (n == 0)
 	{
 		GUC_check_errdetail("The file is empty.");
-		free(buf);
+		wipe_free(buf, SECRET_FILE_MAX + 1);
 		return false;
 	}
 	if ((ssize_t) strlen(buf) != n)
 	{
 		GUC_check_errdetail("The file holds a zero byte.");
-		free(buf);
+		wipe_free(buf, SECRET_FILE_MAX + 1);
 		return false;
 	}
 	/* keep only what the file held: the GUC machinery keeps this while the value lives */
@@ -181,7 +189,7 @@ qs_check_encryption_key_file(char **newval, void **extra, GucSource source)
 	if (len != 64)
 	{
 		GUC_check_errdetail("The file must hold the key as 64 hexadecimal digits.");
-		free(key);
+		wipe_free(key, strlen(key));
 		return false;
 	}
 	*extra = key;

@@ -67,6 +67,18 @@ verdict_words(ErrorData *edata)
 const char *
 qs_subxact_run(QsSubxactWork work, void *arg, const char *what)
 {
+	return qs_subxact_run_also(work, arg, what, 0);
+}
+
+/*
+ * The same, with one more SQLSTATE answered as a verdict: a caller whose
+ * work only parses the user's text knows that even an error code that is
+ * not a verdict elsewhere (jsonpath_in's 0A000 for an unsupported regex
+ * flag) judges that text.
+ */
+const char *
+qs_subxact_run_also(QsSubxactWork work, void *arg, const char *what, int also_verdict)
+{
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	const char *volatile error = NULL;
@@ -95,7 +107,8 @@ qs_subxact_run(QsSubxactWork work, void *arg, const char *what)
 
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		verdict = is_verdict(edata->sqlerrcode);
+		verdict = is_verdict(edata->sqlerrcode) ||
+			(also_verdict != 0 && edata->sqlerrcode == also_verdict);
 
 		/*
 		 * A verdict becomes the answer: logged, at LOG and not WARNING, as
@@ -132,9 +145,16 @@ qs_subxact_run(QsSubxactWork work, void *arg, const char *what)
 void
 qs_log_dropped_error(const char *why)
 {
+	qs_log_dropped_error_at(LOG, why);
+}
+
+/* The same at another level: DEBUG1 where a client chooses how often. */
+void
+qs_log_dropped_error_at(int elevel, const char *why)
+{
 	ErrorData  *edata = CopyErrorData();
 
-	ereport(LOG,
+	ereport(elevel,
 			(errcode(edata->sqlerrcode),
 			 errmsg("%s: %s", why, edata->message),
 			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));

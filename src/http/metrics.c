@@ -27,9 +27,11 @@ typedef struct PartEntry
 	PartKey		key;
 	QsQueueStat *stat;
 	uint32		version;		/* the slot's when it was found: it may since count another queue */
+	char	   *overflow_queue; /* counted in the overflow row: the name, to look again */
 } PartEntry;
 
 static HTAB *partitions = NULL;
+static MemoryContext partition_names = NULL;	/* the overflow_queue names, reset with the map */
 
 #define QS_PARTITION_CACHE_MAX 100000
 
@@ -48,6 +50,10 @@ qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const 
 
 		if (partitions)
 			hash_destroy(partitions);
+		if (partition_names == NULL)
+			partition_names = AllocSetContextCreate(TopMemoryContext, "queen_streams partition names",
+													ALLOCSET_SMALL_SIZES);
+		MemoryContextReset(partition_names);
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(PartKey);
 		ctl.entrysize = sizeof(PartEntry);
@@ -60,7 +66,11 @@ qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const 
 	key.tenant = *tenant;
 	e = hash_search(partitions, &key, HASH_ENTER, &found);
 	if (!found)
+	{
 		e->stat = qs_stat_entry(tenant, queue, qs_queue_key(tenant, queue), &e->version);
+		e->overflow_queue = e->stat == &qs_http_shared->stats[0]
+			? MemoryContextStrdup(partition_names, queue) : NULL;
+	}
 }
 
 QsQueueStat *
@@ -80,8 +90,21 @@ qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant)
 	/* the slot was freed or taken over since: learn the queue's again */
 	if (pg_atomic_read_u32(&e->stat->ready) != e->version)
 	{
+		if (e->overflow_queue)
+			pfree(e->overflow_queue);
 		hash_search(partitions, &key, HASH_REMOVE, NULL);
 		return NULL;
+	}
+	/* counted in the overflow row: a slot may have been freed since */
+	if (e->overflow_queue)
+	{
+		e->stat = qs_stat_entry(tenant, e->overflow_queue, qs_queue_key(tenant, e->overflow_queue),
+								&e->version);
+		if (e->stat != &qs_http_shared->stats[0])
+		{
+			pfree(e->overflow_queue);
+			e->overflow_queue = NULL;
+		}
 	}
 	return e->stat;
 }

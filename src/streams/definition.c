@@ -151,7 +151,8 @@ static Datum
 compile_path(const char *field, const char *text)
 {
 	CompileArg	c = {text, CurrentMemoryContext, (Datum) 0};
-	const char *error = qs_subxact_run(compile_work, &c, "a jsonpath of a stream definition");
+	const char *error = qs_subxact_run_also(compile_work, &c, "a jsonpath of a stream definition",
+											ERRCODE_FEATURE_NOT_SUPPORTED);
 
 	if (error)
 		bad(field, psprintf("Not a valid jsonpath: %s.", error));
