@@ -28,6 +28,7 @@ sub kept
 {
 	my ($g) = @_;
 	my $out = $node->safe_psql('postgres', qq{
+		SET queen_streams.max_pop_batch = 40000;	-- the whole backlog in one pop
 		CREATE TEMP TABLE vm (k int, kb bigint);
 		INSERT INTO vm SELECT 0, substring(pg_read_file('/proc/self/status') FROM 'VmData:\\s+(\\d+)')::bigint;
 		SELECT count(*) FROM queen.pop_text('heap', NULL, '${g}1', 40000, NULL, true);
