@@ -58,6 +58,7 @@ OBJS = \
 	src/storage/push.o \
 	src/storage/push_text.o \
 	src/storage/pop.o \
+	src/storage/pop_ready.o \
 	src/storage/ack.o \
 	src/storage/transaction.o \
 	src/storage/dlq.o \
@@ -91,12 +92,14 @@ UPGRADE_0_4_0 = $(sort $(wildcard sql/0.4.0/*.sql))
 UPGRADE_0_5_0 = $(sort $(wildcard sql/0.5.0/*.sql))
 UPGRADE_0_6_0 = $(sort $(wildcard sql/0.6.0/*.sql))
 UPGRADE_0_7_0 = $(sort $(wildcard sql/0.7.0/*.sql))
+UPGRADE_0_8_0 = $(sort $(wildcard sql/0.8.0/*.sql))
 DATA_built = sql/$(QS)--0.1.0--0.2.0.sql sql/$(QS)--0.2.0.sql \
 	sql/$(QS)--0.2.0--0.3.0.sql sql/$(QS)--0.3.0.sql \
 	sql/$(QS)--0.3.0--0.4.0.sql sql/$(QS)--0.4.0.sql \
 	sql/$(QS)--0.4.0--0.5.0.sql sql/$(QS)--0.5.0.sql \
 	sql/$(QS)--0.5.0--0.6.0.sql sql/$(QS)--0.6.0.sql \
 	sql/$(QS)--0.6.0--0.7.0.sql sql/$(QS)--0.7.0.sql \
+	sql/$(QS)--0.7.0--0.8.0.sql sql/$(QS)--0.8.0.sql \
 	sql/queen_streams_router--0.2.0.sql sql/queen_streams_router--0.3.0.sql \
 	sql/queen_streams_router--0.4.0.sql
 DATA = sql/$(QS)--0.1.0.sql sql/queen_streams_router--0.1.0.sql \
@@ -180,6 +183,13 @@ sql/$(QS)--0.6.0--0.7.0.sql: $(UPGRADE_0_7_0) sql/0.7.0
 
 sql/$(QS)--0.7.0.sql: sql/$(QS)--0.6.0.sql sql/$(QS)--0.6.0--0.7.0.sql
 	( cat sql/$(QS)--0.6.0.sql; sed '/^\\echo /d' sql/$(QS)--0.6.0--0.7.0.sql ) > $@
+
+sql/$(QS)--0.7.0--0.8.0.sql: $(UPGRADE_0_8_0) sql/0.8.0
+	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.8.0'"'"'" to load this file. \quit'; \
+	  for f in $(UPGRADE_0_8_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
+
+sql/$(QS)--0.8.0.sql: sql/$(QS)--0.7.0.sql sql/$(QS)--0.7.0--0.8.0.sql
+	( cat sql/$(QS)--0.7.0.sql; sed '/^\\echo /d' sql/$(QS)--0.7.0--0.8.0.sql ) > $@
 
 # The router's: its 0.1.0 script plus each upgrade, written by hand.
 sql/queen_streams_router--0.2.0.sql: sql/queen_streams_router--0.1.0.sql sql/queen_streams_router--0.1.0--0.2.0.sql

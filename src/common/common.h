@@ -25,6 +25,7 @@ extern int	qs_dedup_cache_entries;
 extern int	qs_dedup_partition_entries;
 extern int	qs_dedup_key_budget;
 extern int	qs_backend_heap_keep_kb;
+extern int	qs_pop_ready_recheck_s;
 extern char *qs_encryption_key;
 extern bool qs_encryption_fail_open;
 extern bool qs_ack_requires_lease;

@@ -14,6 +14,7 @@ int			qs_dedup_cache_entries = 262144;
 int			qs_dedup_partition_entries = 0;
 int			qs_dedup_key_budget = 262144;
 int			qs_backend_heap_keep_kb = 8192;
+int			qs_pop_ready_recheck_s = 30;
 char	   *qs_encryption_key = NULL;
 bool		qs_encryption_fail_open = false;
 bool		qs_ack_requires_lease = false;
@@ -61,6 +62,15 @@ qs_guc_init(void)
 							&qs_backend_heap_keep_kb,
 							8192, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.pop_ready_recheck",
+							gettext_noop("How often a wildcard pop rebuilds its consumer group's ready set from the cursors."),
+							gettext_noop("The set is kept in step by push, pop and ack; the rebuild bounds how long "
+										 "a missed update can hide a partition's backlog."),
+							&qs_pop_ready_recheck_s,
+							30, 1, 86400,
+							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.zstd_level",
