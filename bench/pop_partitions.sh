@@ -44,10 +44,10 @@ cat >"$W/popack.sql" <<'SQL'
 SELECT coalesce(r->>'leaseId', '') AS lease, coalesce(r->>'partitionId', '') AS pid,
        coalesce(r->'messages'->0->>'transactionId', '') AS txn,
        jsonb_array_length(r->'messages') AS n
-  FROM queen.pop(:'queue', consumer_group => :'grp', batch => 1) AS r \gset
+  FROM queen.pop(:queue::text, consumer_group => :grp::text, batch => 1) AS r \gset
 \if :n > 0
-SELECT queen.ack(jsonb_build_object('transactionId', :'txn', 'partitionId', :'pid',
-                                    'leaseId', :'lease', 'consumerGroup', :'grp'));
+SELECT queen.ack(jsonb_build_object('transactionId', :txn::text, 'partitionId', :pid::text,
+                                    'leaseId', :lease::text, 'consumerGroup', :grp::text));
 \endif
 SQL
 chmod 644 "$W/popack.sql"
@@ -84,7 +84,7 @@ for round in $(seq "$ROUNDS"); do
 			pgb -c 4 -j 2 -M prepared -T "$WARM" -D queue="$q" -D grp="$grp" -f "$W/popack.sql" >/dev/null 2>&1 || true
 			before=$(consumed "$q" "$grp")
 			pgb -c 4 -j 2 -M prepared -T "$DUR" -D queue="$q" -D grp="$grp" -f "$W/popack.sql" >"$W/sql_${mode}_$n.log" 2>&1 ||
-				{ log "pgbench failed:"; tail -5 "$W/sql_${mode}_$n.log" >&2; exit 1; }
+				{ log "pgbench failed:"; grep -m3 -i error "$W/sql_${mode}_$n.log" >&2; exit 1; }
 			after=$(consumed "$q" "$grp")
 			record "sql_${mode}_$n" "$(awk -v a="$after" -v b="$before" -v d="$DUR" 'BEGIN { printf "%.0f", (a - b) / d }')"
 			log "  sql $mode: ${RATE[sql_${mode}_$n]} msgs/s (median so far)"

@@ -74,13 +74,15 @@ static QsPlan one_partition_plan = {
  * so one busy partition cannot starve others. lease_expires_at is the only
  * lease gate: a lease, or the retryDelay hold a nack leaves on a released
  * batch (worker_id NULL), keeps the cursor unclaimable. The order is the
- * index's, so the scan stops after $3 claimable rows.
+ * index's, so the scan stops after $3 claimable rows; the cursor is looked
+ * up per row (LATERAL ... LIMIT 1), never read for the whole group.
  */
 static QsPlan candidates_plan = {
 	"SELECT r.partition_id, p.name FROM queen.log_ready r"
 	"  JOIN queen.log_partitions p ON p.id = r.partition_id"
-	"  LEFT JOIN queen.log_consumers c"
-	"         ON c.partition_id = r.partition_id AND c.consumer_group = $2"
+	"  LEFT JOIN LATERAL (SELECT * FROM queen.log_consumers c"
+	"                      WHERE c.partition_id = r.partition_id AND c.consumer_group = $2"
+	"                      LIMIT 1) c ON true"
 	" WHERE r.queue_id = $1 AND r.consumer_group = $2 AND p.last_offset >= p.log_start"
 	"   AND (c.partition_id IS NULL"
 	"        OR (c.committed < p.last_offset"
