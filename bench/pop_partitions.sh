@@ -14,6 +14,10 @@
 #     (bench/http/pop_drain.pl), queue mode then a new consumer group, until
 #     the queue is empty (or QS_BENCH_HTTP_LIMIT seconds): msgs/s and, for
 #     5,000 partitions, the drain's seconds;
+#   - the long-poll wake once the HTTP group drain is done (then queue mode
+#     and the group both have drained the queue): 15 times, a parked
+#     autoAck pop of the queue and a push of one message to a random
+#     partition, the pop's answer timed from the push's (bench/http/wake.pl);
 #   - the 100-partition rate against each size's (the issue's targets:
 #     >= 0.8x at 20,000, >= 0.7x at 100,000).
 #
@@ -71,6 +75,7 @@ consumed() {	# consumed QUEUE GROUP
 }
 declare -A RUNS RATE
 record() { RUNS[$1]="${RUNS[$1]:-} $2"; RATE[$1]=$(median "${RUNS[$1]}" | awk '{ printf "%.0f", $1 }'); }
+record1() { RUNS[$1]="${RUNS[$1]:-} $2"; RATE[$1]=$(median "${RUNS[$1]}" | awk '{ printf "%.1f", $1 }'); }
 
 for round in $(seq "$ROUNDS"); do
 	for n in $SIZES; do
@@ -97,9 +102,15 @@ for round in $(seq "$ROUNDS"); do
 				read -r acked secs rate < <(as_pg perl "$BENCH/http/pop_drain.pl" "$HTTP_PORT" "$hq" 10 "$HTTP_LIMIT" \
 					$([ $mode = group ] && echo g))
 				record "http_${mode}_$n" "$rate"
-				record "http_${mode}_secs_$n" "$secs"
+				record1 "http_${mode}_secs_$n" "$secs"
 				log "  http $mode: $acked of $n in $secs s, $rate msgs/s"
 			done
+			# queue mode drained: a parked pop woken by a push
+			if [ "$acked" -ge "$n" ]; then
+				read -r wmed wmax < <(as_pg perl "$BENCH/http/wake.pl" "$HTTP_PORT" "$hq" "$n" 15)
+				record1 "wake_$n" "$wmed"
+				log "  long-poll wake: median $wmed ms, worst $wmax ms"
+			fi
 		fi
 	done
 done
@@ -107,10 +118,10 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2fx", a / b; else print "-" }'; }
 first=${SIZES%% *}
 {
-	echo "| partitions | SQL queue mode, msgs/s | SQL group, msgs/s | HTTP queue mode, msgs/s (drain s) | HTTP new group, msgs/s (drain s) | SQL queue mode vs $first |"
-	echo "|---|---|---|---|---|---|"
+	echo "| partitions | SQL queue mode, msgs/s | SQL group, msgs/s | HTTP queue mode, msgs/s (drain s) | HTTP new group, msgs/s (drain s) | long-poll wake, median ms | SQL queue mode vs $first | SQL group vs $first |"
+	echo "|---|---|---|---|---|---|---|---|"
 	for n in $SIZES; do
-		echo "| $n | ${RATE[sql_queue_$n]} | ${RATE[sql_group_$n]} | ${RATE[http_queue_$n]:--} (${RATE[http_queue_secs_$n]:--}) | ${RATE[http_group_$n]:--} (${RATE[http_group_secs_$n]:--}) | $(ratio "${RATE[sql_queue_$n]}" "${RATE[sql_queue_$first]}") |"
+		echo "| $n | ${RATE[sql_queue_$n]} | ${RATE[sql_group_$n]} | ${RATE[http_queue_$n]:--} (${RATE[http_queue_secs_$n]:--}) | ${RATE[http_group_$n]:--} (${RATE[http_group_secs_$n]:--}) | ${RATE[wake_$n]:--} | $(ratio "${RATE[sql_queue_$n]}" "${RATE[sql_queue_$first]}") | $(ratio "${RATE[sql_group_$n]}" "${RATE[sql_group_$first]}") |"
 	done
 	echo
 	echo "rounds: $ROUNDS, ${DUR}s a SQL point, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"

@@ -8,8 +8,10 @@
  * partition_id) order, each joined with its partition and cursor to apply
  * the claim's gates. Leased rows were served last, so they sit at the tail;
  * the read stops at the first claimable rows, and its cost is O(log P) plus
- * the rows it passes over: those leased before the head, and those still
- * held by the delay gates (retryDelay, delayedProcessing, windowBuffer).
+ * the rows it passes over: those leased before the head, those still held
+ * by the delay gates (retryDelay, delayedProcessing, windowBuffer), and
+ * rows whose cursor caught up by a path that does not delete them (a stream
+ * cycle's ack) until the next rebuild prunes them.
  *
  * The invariant, for every (queue, group) with a log_ready_groups row:
  *
@@ -24,28 +26,38 @@
  *    row lock, every registered group's row is inserted or has its
  *    last_offset set (qs_ready_pushed), so pushes to one partition write its
  *    rows in commit order;
- *  - ack, auto-ack and the pop's seal: the row is deleted only when its
- *    last_offset is not past the new cursor (qs_ready_consumed). A push that
- *    commits first has changed last_offset, and the DELETE re-checks the
- *    newest version; a push that comes later waits for the delete and then
- *    inserts the row again;
+ *  - ack, auto-ack, the pop's seal and a seek to a partition's end: the
+ *    row is deleted only when its last_offset is not past the new cursor
+ *    (qs_ready_consumed). A push that commits first has changed
+ *    last_offset, and the DELETE re-checks the newest version; a push that
+ *    comes later waits for the delete and then inserts the row again;
  *  - lease expiry and nack need nothing: the row stays while the cursor is
  *    behind, and the pop's join applies the lease and the retryDelay hold;
- *  - a seek, a deleted group and a changed subscription forget the group's
- *    set (qs_ready_forget): its next wildcard pop rebuilds it.
+ *  - a seek of a queue, a deleted group and a changed subscription forget
+ *    the group's set (qs_ready_forget), a deleted queue its sets: the next
+ *    wildcard pop rebuilds it.
+ *
+ * Lock order, so that nothing waits in a cycle: push takes the partition
+ * rows, then their ready rows in partition id order; a wildcard pop takes
+ * a ready row without waiting (SKIP LOCKED) before the cursor; ack takes the
+ * cursor, then deletes the ready row; a rebuild inserts only missing rows,
+ * in partition id order, and prunes only rows it can lock without waiting.
  *
  * Building (qs_ready_prepare): the first wildcard pop of a group on a queue
  * registers it and, in the same transaction, inserts a row for every
  * partition with a backlog (for a group that starts at a time and has not
- * met a partition, only if its newest segment is that recent). A push that is in flight while that runs may have
- * read the registry before the group was in it, and its message may commit
- * after the build's snapshot: the one case where the invariant can be missed.
- * So the same rebuild runs again a second after the first and then every
- * queen_streams.pop_ready_recheck seconds (by one pop of the group at a
- * time, the others skip it): a missed update never hides a partition with a
- * backlog for longer than that setting. Both tables are unlogged: after a
- * crash, a failover or a restore they are empty, every group is unregistered
- * and is rebuilt from the tables by its next pop.
+ * met a partition, only if its newest segment is that recent). Other pops
+ * of the group meanwhile read every partition, as before (an advisory
+ * lock, tried, not waited for). A push in flight while the set is built may
+ * have read the registry before the group was in it and commit after the
+ * build's snapshot: the one known case where the invariant can be missed.
+ * So for YOUNG_SECONDS after the build, a pop that finds nothing rebuilds
+ * the set, and every queen_streams.pop_ready_recheck seconds one pop of the
+ * group rebuilds it anyway (the others skip it): a missed update never
+ * hides a partition with a backlog for longer than that setting while the
+ * group pops. Both tables are unlogged: after a crash, a failover or a
+ * restore they are empty, every group is unregistered and is rebuilt from
+ * the tables by its next pop.
  */
 #include "storage/storage.h"
 
@@ -174,6 +186,17 @@ static QsPlan pushed_plan = {
 	" ON CONFLICT (partition_id, consumer_group)"
 	" DO UPDATE SET last_offset = EXCLUDED.last_offset",
 	2, {UUIDARRAYOID, INT8ARRAYOID}
+};
+
+/* A deleted queue's sets (its id, since the queue row is gone already). */
+static QsPlan drop_rows_plan = {
+	"DELETE FROM queen.log_ready WHERE queue_id = $1",
+	1, {UUIDOID}
+};
+
+static QsPlan drop_groups_plan = {
+	"DELETE FROM queen.log_ready_groups WHERE queue_id = $1",
+	1, {UUIDOID}
 };
 
 static QsPlan forget_rows_plan = {
@@ -369,4 +392,14 @@ qs_ready_forget(const pg_uuid_t *tenant, const char *group, Datum queue_id, bool
 		nulls[2] = 'n';
 	qs_exec(&forget_group_plan, args, nulls, 0);
 	qs_exec(&forget_rows_plan, args, nulls, 0);
+}
+
+/* The queue was deleted (after its partition rows were locked and deleted). */
+void
+qs_ready_drop_queue(Datum queue_id)
+{
+	if (!ready_available())
+		return;
+	qs_exec(&drop_groups_plan, &queue_id, NULL, 0);
+	qs_exec(&drop_rows_plan, &queue_id, NULL, 0);
 }

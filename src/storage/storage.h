@@ -129,6 +129,7 @@ extern bool qs_ready_lock(Datum pid, Datum grp);
 extern void qs_ready_served(Datum pid, Datum grp);
 extern void qs_ready_consumed(Datum pid, Datum grp, int64 committed);
 extern void qs_ready_pushed(const QsAppendMany *a, int n);
+extern void qs_ready_drop_queue(Datum queue_id);
 extern void qs_ready_forget(const pg_uuid_t *tenant, const char *group, Datum queue_id,
 							bool all_queues);
 
