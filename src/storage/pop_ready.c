@@ -51,9 +51,11 @@
  * lock, tried, not waited for). A push in flight while the set is built may
  * have read the registry before the group was in it and commit after the
  * build's snapshot: the one known case where the invariant can be missed.
- * So for YOUNG_SECONDS after the build, a pop that finds nothing rebuilds
- * the set, and every queen_streams.pop_ready_recheck seconds one pop of the
- * group rebuilds it anyway (the others skip it): a missed update never
+ * So for YOUNG_SECONDS after the build, a pop that finds nothing adds the
+ * partitions written since RECENT_SECONDS before the build (an index range,
+ * not every partition), and every queen_streams.pop_ready_recheck seconds
+ * one pop of the group rebuilds the set anyway (the others skip it), which
+ * also covers a push whose transaction was open longer: a missed update never
  * hides a partition with a backlog for longer than that setting while the
  * group pops. Both tables are unlogged: after a crash, a failover or a
  * restore they are empty, every group is unregistered and is rebuilt from
@@ -68,8 +70,12 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-/* A set this young is rebuilt by a pop that finds nothing in it. */
+/*
+ * A set this young gets the partitions written since RECENT_SECONDS before
+ * it was built from a pop that finds nothing in it.
+ */
 #define YOUNG_SECONDS 2
+#define RECENT_SECONDS 5
 /* advisory lock class (the two-int form) of a group's registration */
 #define READY_LOCK_CLASS 1365599572
 
@@ -132,6 +138,34 @@ static QsPlan build_plan = {
 	" WHERE NOT EXISTS (SELECT 1 FROM queen.log_ready r"
 	"                    WHERE r.partition_id = b.id AND r.consumer_group = $2)"
 	" ORDER BY b.id"
+	" ON CONFLICT DO NOTHING",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/*
+ * The same, for the partitions written since shortly before the set was
+ * built (through the (queue_id, last_write_at) index): a push in flight
+ * while it was built, unless its transaction had begun more than
+ * RECENT_SECONDS - 1 before (push moves last_write_at to its transaction's
+ * start, and only when a second stale).
+ */
+static QsPlan build_recent_plan = {
+	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, last_offset, served_at)"
+	" SELECT p.id, $2, $1, p.last_offset, c.lease_acquired_at FROM queen.log_partitions p"
+	"   LEFT JOIN LATERAL (SELECT c.committed, c.lease_acquired_at FROM queen.log_consumers c"
+	"                       WHERE c.partition_id = p.id AND c.consumer_group = $2 LIMIT 1) c ON true"
+	"  WHERE p.queue_id = $1 AND p.last_offset >= p.log_start"
+	"    AND p.last_write_at >= (SELECT g.built_at FROM queen.log_ready_groups g"
+	"                             WHERE g.queue_id = $1 AND g.consumer_group = $2)"
+	"                           - make_interval(secs => " CppAsString2(RECENT_SECONDS) ")"
+	"    AND (c.committed < p.last_offset"
+	"         OR (c.committed IS NULL"
+	"             AND ($3::timestamptz IS NULL"
+	"                  OR (SELECT s.created_at FROM queen.log_segments s WHERE s.partition_id = p.id"
+	"                       ORDER BY s.base_offset DESC LIMIT 1) >= $3)))"
+	"    AND NOT EXISTS (SELECT 1 FROM queen.log_ready r"
+	"                     WHERE r.partition_id = p.id AND r.consumer_group = $2)"
+	"  ORDER BY p.id"
 	" ON CONFLICT DO NOTHING",
 	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
 };
@@ -297,13 +331,25 @@ qs_ready_prepare(Datum queue_id, const char *group, bool seek, TimestampTz seek_
 /*
  * A pop of a young set found nothing: a push that was in flight while the
  * set was built may have committed since, unseen by the build and before
- * the group was registered for it to see. Rebuild, and say whether to read
- * the set again.
+ * the group was registered for it to see. Add the partitions written since
+ * shortly before the build, and say whether to read the set again.
  */
 bool
 qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts)
 {
-	return recheck(queue_id, CStringGetTextDatum(group), seek, seek_ts);
+	Datum		args[3];
+	char		nulls[3] = "  n";
+
+	args[0] = queue_id;
+	args[1] = CStringGetTextDatum(group);
+	qs_exec(&group_claim_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+		return false;			/* another pop is at it */
+	args[2] = TimestampTzGetDatum(seek_ts);
+	if (seek)
+		nulls[2] = ' ';
+	qs_exec(&build_recent_plan, args, nulls, 0);
+	return SPI_processed > 0;
 }
 
 /* Lock a row of the set without waiting: false if absent or locked. */
