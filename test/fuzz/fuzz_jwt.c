@@ -21,6 +21,19 @@ __attribute__((weak)) bool qs_jwt_require_exp = false;
 __attribute__((weak)) char *qs_jwt_issuer = NULL;
 __attribute__((weak)) char *qs_jwt_audience = NULL;
 
+/* the HS256 secret (src/common/secret_file.c: a file's, else the inline setting) */
+const char *
+qs_jwt_hmac_secret(void)
+{
+	return qs_jwt_secret;
+}
+
+/* a token's JSON that raises is refused and logged (src/common/subxact.c): no log here */
+void
+qs_log_dropped_error_at(int elevel, const char *why)
+{
+}
+
 /* referenced by the SQL entry point and the key loader, never reached here */
 #define NEVER(decl) decl { fprintf(stderr, "shim: %s called\n", __func__); abort(); }
 NEVER(void qsj_init(QsJson *j))

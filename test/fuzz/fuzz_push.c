@@ -62,7 +62,8 @@ qs_partition_resolve(const pg_uuid_t *tenant, const char *queue, const char *par
 }
 
 bool
-qs_encrypt_payload(const char *queue, const char *plain, int len, char **env, int *envlen)
+qs_encrypt_payload(const char *queue, const QsSeal *seal, const char *plain, int len,
+				   char **env, int *envlen)
 {
 	return false;
 }
