@@ -55,9 +55,9 @@ extern const char *qs_route_name(QsRouteId id);
 extern const char *qs_route_method(QsRouteId id);
 extern int	qs_route_count(void);
 
-/* Status codes counted per route in /metrics; the last bucket is "other". */
-#define QS_CODE_COUNT 14
-extern const int qs_counted_codes[QS_CODE_COUNT - 1];
+/* Status codes counted per route in /metrics: each of 100..599 on its own. */
+#define QS_CODE_MIN 100
+#define QS_CODE_COUNT 500
 extern int	qs_code_index(int status);
 
 /* ---------------------------------------------------------------- shared memory */
@@ -435,6 +435,8 @@ extern void qs_samples_take(void);
 
 /* metrics.c */
 extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
+/* metrics_gauges.c: backlog, lag, dead letters and streams, read at scrape time */
+extern void qs_metrics_gauges(StringInfo out, const pg_uuid_t *only);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
 extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
 extern void qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid);
