@@ -12,10 +12,22 @@ use QsHttp;
 use File::Copy;
 use HTTP::Tiny;
 use JSON::PP;
+use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+
+# the Prometheus server this test started: stopped even when the test dies
+my $prom_pid;
+END
+{
+	if ($prom_pid)
+	{
+		kill 'TERM', $prom_pid;
+		waitpid($prom_pid, 0);
+	}
+}
 
 # a program on PATH, or undef
 sub which
@@ -89,12 +101,14 @@ scrape_configs:
 EOF
 	close $fh;
 	my $pid = fork() // die "fork: $!";
+	$prom_pid = $pid if $pid;
 	if ($pid == 0)
 	{
 		open(STDOUT, '>', "$dir/prometheus.log");
 		open(STDERR, '>&', \*STDOUT);
 		exec($prometheus, "--config.file=$dir/prometheus.yml", "--storage.tsdb.path=$dir/data",
-			"--web.listen-address=127.0.0.1:$port", '--log.level=warn') or die "exec: $!";
+			"--web.listen-address=127.0.0.1:$port", '--log.level=warn');
+		POSIX::_exit(127);    # no END blocks of the test's in the child
 	}
 	my $ua = HTTP::Tiny->new(timeout => 10);
 	my $api = "http://127.0.0.1:$port";
@@ -177,6 +191,7 @@ EOF
 
 	kill 'TERM', $pid;
 	waitpid($pid, 0);
+	$prom_pid = undef;
 }
 
 done_testing();
