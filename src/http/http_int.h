@@ -100,6 +100,7 @@ typedef struct QsQueueStat
 	pg_uuid_t	tenant;
 	char		name[QS_STAT_NAME];
 	pg_atomic_uint64 c[QS_STAT_COUNT];
+	pg_atomic_uint32 parked;	/* long-poll pops parked on the queue now (a gauge) */
 	/* the counters of QS_SAMPLED stats at each of the last QS_SAMPLES samples */
 	uint64		sample[QS_SAMPLES][QS_SAMPLED];
 } QsQueueStat;
@@ -193,6 +194,9 @@ typedef struct QsPark
 	TimestampTz recheck_at;
 	QsParkState state;
 	int			fd;				/* watched for the client's close, or -1 */
+	const char *queue;			/* the request's */
+	struct QsQueueStat *stat;	/* counts it parked (NULL: not parked) */
+	uint32		stat_version;	/* the slot's when it was counted */
 	dlist_node	node;			/* in the waiting or the answered list */
 	struct QsReq *req;
 } QsPark;

@@ -318,6 +318,36 @@ queues:
 			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
 		}
 	}
+
+	/* a gauge: every queue with a slot, 0 included (a series must not vanish at 0) */
+	header(out, "queen_streams_queue_parked_consumers", "gauge",
+		   "Long-poll pops parked on the queue, waiting for messages.");
+	for (int i = only ? 1 : 0; i < s->nstats; i++)
+	{
+		QsQueueStat *e = &s->stats[i];
+		char		tenant[QS_UUID_STRLEN + 1];
+		char		name[QS_STAT_NAME];
+		pg_uuid_t	owner;
+		uint32		v;
+		int32		n;
+
+		if ((v = pg_atomic_read_u32(&e->ready)) == 0)
+			continue;
+		n = (int32) pg_atomic_read_u32(&e->parked);
+		pg_read_barrier();
+		owner = e->tenant;
+		strlcpy(name, e->name, QS_STAT_NAME);
+		pg_read_barrier();
+		if (pg_atomic_read_u32(&e->ready) != v)
+			continue;			/* freed or taken over while read */
+		if (only && memcmp(&owner, only, sizeof(pg_uuid_t)) != 0)
+			continue;
+		qs_uuid_format(&owner, tenant);
+		appendStringInfo(out, "queen_streams_queue_parked_consumers{tenant=\"%s\",queue=\"", tenant);
+		label(out, name);
+		/* a decrement that raced a slot's takeover may leave it below zero */
+		appendStringInfo(out, "\"} %d\n", Max(n, 0));
+	}
 }
 
 static void

@@ -213,6 +213,21 @@ is($m->{queen_streams_consumer_group_lag_seconds}{ gkey($D, 'orders', '__QUEUE_M
 is($m->{queen_streams_consumer_group_dead_letters}{ gkey($D, 'orders', '__QUEUE_MODE__') }, 1,
 	'the dead letter stays');
 
+# parked consumers per queue: a long-poll pop waits on an empty queue
+push_items('waitq', 'Default', 1, 'w');
+sql("SELECT queen.pop('waitq', auto_ack => true)");
+my $sock = park_pop($node, '/api/v1/pop/queue/waitq?wait=true&timeout=30000');
+is(wait_parked($node, 1), 1, 'a pop is parked');
+$m = scrape($node);
+is($m->{queen_streams_queue_parked_consumers}{"queue=waitq,tenant=$D"}, 1, 'waitq has one parked consumer');
+is($m->{queen_streams_queue_parked_consumers}{"queue=orders,tenant=$D"}, 0, 'orders none');
+push_items('waitq', 'Default', 1, 'x');
+my ($pst) = read_response($sock, 10);
+is($pst, 200, 'the push answered it');
+is(wait_parked($node, 0), 0, 'nothing parked');
+$m = scrape($node);
+is($m->{queen_streams_queue_parked_consumers}{"queue=waitq,tenant=$D"}, 0, 'waitq back to zero');
+
 # every status under its own code (a 405 and a 414 were "other" alike)
 ($st) = http($node, 'DELETE', '/metrics');
 is($st, 405, 'DELETE /metrics: 405');
