@@ -23,6 +23,7 @@ REVOKE ALL ON queen_streams.queue_stats FROM PUBLIC;
 
 -- lag: offsets past the stream's cursor (none: its log start) over its
 -- source queue's partitions; open_windows: state rows but the watermarks.
+-- src/http/metrics_gauges.c runs the same query (keep them equal).
 CREATE FUNCTION queen_streams.stream_stats(
 	OUT tenant_id uuid, OUT stream text, OUT paused boolean, OUT lag_messages bigint,
 	OUT open_windows bigint, OUT events bigint, OUT late_events bigint, OUT errors bigint,

@@ -105,9 +105,28 @@ static const char *const stream_gauges[][3] = {
 
 #define NSTREAM_GAUGES lengthof(stream_gauges)
 
+/*
+ * The body of queen_streams.stream_stats() (sql/0.8.0/50-queue-stats.sql),
+ * here too so that a library newer than the installed schema (before ALTER
+ * EXTENSION UPDATE) still serves /metrics: it reads only 0.3.0's tables.
+ */
 static QsPlan stream_stats_plan = {
-	"SELECT tenant_id, stream, paused, lag_messages, open_windows, events, late_events,"
-	"       errors, windows_emitted FROM queen_streams.stream_stats()",
+	"SELECT d.tenant_id, d.name, d.paused,"
+	"       (SELECT COALESCE(sum(GREATEST(p.last_offset - GREATEST(COALESCE(c.committed, -1), p.log_start - 1), 0)), 0)"
+	"          FROM queen.queues sq"
+	"          JOIN queen.log_partitions p ON p.queue_id = sq.id"
+	"          LEFT JOIN queen.log_consumers c"
+	"            ON c.partition_id = p.id AND c.consumer_group = d.definition ->> 'consumer_group'"
+	"         WHERE sq.tenant_id = d.tenant_id AND sq.name = q.source_queue)::bigint,"
+	"       (SELECT count(*) FROM queen_streams.state s WHERE s.query_id = d.query_id AND s.key <> '__wm__'),"
+	"       COALESCE(st.events, 0)::bigint, COALESCE(st.late, 0)::bigint, COALESCE(st.errors, 0)::bigint,"
+	"       COALESCE(st.windows, 0)::bigint"
+	"  FROM queen_streams.declared_streams d"
+	"  JOIN queen_streams.queries q ON q.id = d.query_id"
+	"  LEFT JOIN (SELECT query_id, sum(events) AS events, sum(late) AS late, sum(errors) AS errors,"
+	"                    sum(windows) AS windows"
+	"               FROM queen_streams.declared_stats GROUP BY query_id) st ON st.query_id = d.query_id"
+	" ORDER BY d.tenant_id, d.name",
 	0, {}
 };
 

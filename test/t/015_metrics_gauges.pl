@@ -276,4 +276,11 @@ is($m->{queen_streams_consumer_group_backlog_messages}{ gkey($B, 'q17', '__QUEUE
 ok(!(grep { /tenant=\Q$A\E/ } keys %{ $m->{queen_streams_consumer_group_backlog_messages} }),
 	"B's scrape shows none of A's rows");
 
+# a library newer than the installed schema (before ALTER EXTENSION UPDATE) still serves the gauges
+$node->safe_psql('postgres', "DROP EXTENSION queen_streams CASCADE; CREATE EXTENSION queen_streams VERSION '0.7.0'");
+$node->safe_psql('postgres', q{SELECT queen.push('{"items":[{"queue":"old","payload":1}]}')});
+$m = scrape($node);
+is($m->{queen_streams_consumer_group_backlog_messages}{ gkey('00000000-0000-0000-0000-000000000001', 'old', '__QUEUE_MODE__') },
+	1, 'the gauges under the 0.7.0 schema');
+
 done_testing();
