@@ -364,8 +364,11 @@ metrics_run(QsReq *req)
 	initStringInfo(&out);
 	qs_metrics_text(&out, tenancy ? &req->tenant : NULL,
 					!tenancy || req->server_admin);
-	/* a scrape where the extension is missing still gets the counters */
-	if (qs_extension_installed())
+	/*
+	 * A scrape where the extension is missing still gets the counters; a
+	 * router keeps no queues (its cells' /metrics have the gauges).
+	 */
+	if (qs_extension_installed() && !qs_cells_is_router)
 		qs_metrics_gauges(&out, tenancy ? &req->tenant : NULL);
 	req->status = 200;
 	req->content_type = "text/plain; version=0.0.4; charset=utf-8";
