@@ -30,6 +30,7 @@ OBJS = \
 	src/http/group.o \
 	src/http/limits.o \
 	src/http/metrics.o \
+	src/http/metrics_gauges.o \
 	src/http/parked.o \
 	src/http/pattern.o \
 	src/http/router.o \
@@ -70,6 +71,7 @@ OBJS = \
 	src/storage/fence.o \
 	src/storage/resources.o \
 	src/storage/dashboard.o \
+	src/storage/queue_stats.o \
 	src/storage/messages.o \
 	src/storage/message_get.o \
 	src/streams/cycle.o \

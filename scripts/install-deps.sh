@@ -35,6 +35,8 @@ PACKAGES=(
 [ "$TESTS" -eq 1 ] && PACKAGES+=(debhelper postgresql-server-dev-all lintian dpkg-dev fakeroot)
 # the router of cells (queen_streams_router; dblink comes with postgresql-15)
 [ "$CELLS" -eq 1 ] && PACKAGES+=(postgresql-15-plproxy)
+# the alert rules' checks and the scrape test (promtool, a loopback Prometheus: test/t/017_prometheus.pl)
+[ "$TESTS" -eq 1 ] && PACKAGES+=(prometheus)
 # the failover test's formation (scripts/ha-formation.sh, test/t/080_ha_failover.pl)
 [ "$TESTS" -eq 1 ] && PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 

@@ -55,9 +55,9 @@ extern const char *qs_route_name(QsRouteId id);
 extern const char *qs_route_method(QsRouteId id);
 extern int	qs_route_count(void);
 
-/* Status codes counted per route in /metrics; the last bucket is "other". */
-#define QS_CODE_COUNT 14
-extern const int qs_counted_codes[QS_CODE_COUNT - 1];
+/* Status codes counted per route in /metrics: each of 100..599 on its own. */
+#define QS_CODE_MIN 100
+#define QS_CODE_COUNT 500
 extern int	qs_code_index(int status);
 
 /* ---------------------------------------------------------------- shared memory */
@@ -100,6 +100,7 @@ typedef struct QsQueueStat
 	pg_uuid_t	tenant;
 	char		name[QS_STAT_NAME];
 	pg_atomic_uint64 c[QS_STAT_COUNT];
+	pg_atomic_uint32 parked;	/* long-poll pops parked on the queue now (a gauge) */
 	/* the counters of QS_SAMPLED stats at each of the last QS_SAMPLES samples */
 	uint64		sample[QS_SAMPLES][QS_SAMPLED];
 } QsQueueStat;
@@ -193,6 +194,9 @@ typedef struct QsPark
 	TimestampTz recheck_at;
 	QsParkState state;
 	int			fd;				/* watched for the client's close, or -1 */
+	const char *queue;			/* the request's */
+	struct QsQueueStat *stat;	/* counts it parked (NULL: not parked) */
+	uint32		stat_version;	/* the slot's when it was counted */
 	dlist_node	node;			/* in the waiting or the answered list */
 	struct QsReq *req;
 } QsPark;
@@ -439,6 +443,8 @@ extern void qs_samples_take(void);
 
 /* metrics.c */
 extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
+/* metrics_gauges.c: backlog, lag, dead letters and streams, read at scrape time */
+extern void qs_metrics_gauges(StringInfo out, const pg_uuid_t *only);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
 extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
 extern void qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid);

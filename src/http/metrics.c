@@ -204,28 +204,27 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 	/* rows that share a label (two pop patterns, say) are counted as one */
 	for (int r = 0; r < qs_route_count(); r++)
 	{
+		int			same[QS_MAX_ROUTES];
+		int			nsame = 0;
 		bool		seen = false;
 
 		for (int e = 0; e < r && !seen; e++)
 			seen = strcmp(qs_route_name(e), qs_route_name(r)) == 0;
 		if (seen)
 			continue;
+		for (int o = r; o < qs_route_count(); o++)
+			if (strcmp(qs_route_name(o), qs_route_name(r)) == 0)
+				same[nsame++] = o;
 		for (int c = 0; c < QS_CODE_COUNT; c++)
 		{
 			uint64		n = 0;
 
-			for (int o = r; o < qs_route_count(); o++)
-				if (strcmp(qs_route_name(o), qs_route_name(r)) == 0)
-					n += pg_atomic_read_u64(&s->requests[o][c]);
+			for (int o = 0; o < nsame; o++)
+				n += pg_atomic_read_u64(&s->requests[same[o]][c]);
 			if (n == 0)
 				continue;
-			appendStringInfo(out, "queen_streams_http_requests_total{route=\"%s\",code=\"",
-							 qs_route_name(r));
-			if (c < QS_CODE_COUNT - 1)
-				appendStringInfo(out, "%d", qs_counted_codes[c]);
-			else
-				appendStringInfoString(out, "other");
-			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
+			appendStringInfo(out, "queen_streams_http_requests_total{route=\"%s\",code=\"%d\"} "
+							 UINT64_FORMAT "\n", qs_route_name(r), QS_CODE_MIN + c, n);
 		}
 	}
 
@@ -242,6 +241,10 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 	for (int w = 0; w < qs_http_workers; w++)
 		appendStringInfo(out, "queen_streams_http_worker_up{worker=\"%d\"} %d\n", w,
 						 s->workers[w].pid != 0 ? 1 : 0);
+	/* the role after a failover: an alert on a node that should be primary */
+	header(out, "queen_streams_standby", "gauge",
+		   "1 on a hot standby (it serves reads and refuses writes), 0 on the primary.");
+	appendStringInfo(out, "queen_streams_standby %d\n", qs_role_standby() ? 1 : 0);
 	header(out, "queen_streams_wakeups_total", "counter",
 		   "Commits that moved the wake generation of a queue.");
 	appendStringInfo(out, "queen_streams_wakeups_total " UINT64_FORMAT "\n",
@@ -340,6 +343,36 @@ queues:
 			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
 		}
 	}
+
+	/* a gauge: every queue with a slot, 0 included (a series must not vanish at 0) */
+	header(out, "queen_streams_queue_parked_consumers", "gauge",
+		   "Long-poll pops parked on the queue, waiting for messages.");
+	for (int i = only ? 1 : 0; i < s->nstats; i++)
+	{
+		QsQueueStat *e = &s->stats[i];
+		char		tenant[QS_UUID_STRLEN + 1];
+		char		name[QS_STAT_NAME];
+		pg_uuid_t	owner;
+		uint32		v;
+		int32		n;
+
+		if ((v = pg_atomic_read_u32(&e->ready)) == 0)
+			continue;
+		n = (int32) pg_atomic_read_u32(&e->parked);
+		pg_read_barrier();
+		owner = e->tenant;
+		strlcpy(name, e->name, QS_STAT_NAME);
+		pg_read_barrier();
+		if (pg_atomic_read_u32(&e->ready) != v)
+			continue;			/* freed or taken over while read */
+		if (only && memcmp(&owner, only, sizeof(pg_uuid_t)) != 0)
+			continue;
+		qs_uuid_format(&owner, tenant);
+		appendStringInfo(out, "queen_streams_queue_parked_consumers{tenant=\"%s\",queue=\"", tenant);
+		label(out, name);
+		/* a decrement that raced a slot's takeover may leave it below zero */
+		appendStringInfo(out, "\"} %d\n", Max(n, 0));
+	}
 }
 
 static void
@@ -356,13 +389,20 @@ metrics_run(QsReq *req)
 	initStringInfo(&out);
 	qs_metrics_text(&out, tenancy ? &req->tenant : NULL,
 					!tenancy || req->server_admin);
+	/*
+	 * A scrape where the extension is missing still gets the counters; a
+	 * router keeps no queues (its cells' /metrics have the gauges).
+	 */
+	if (qs_extension_installed() && !qs_cells_is_router)
+		qs_metrics_gauges(&out, tenancy ? &req->tenant : NULL);
 	req->status = 200;
 	req->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	req->resp = out.data;
 	req->resp_len = out.len;
 }
 
-const QsRouteDef qs_route_metrics = {NULL, metrics_run, NULL, "metrics failed", false, false};
+/* in a transaction: the gauges read the tables */
+const QsRouteDef qs_route_metrics = {NULL, metrics_run, NULL, "metrics failed", false, true};
 
 /* ---------------------------------------------------------------- SQL */
 

@@ -79,6 +79,8 @@ qs_park_arm(QsReq *req, QsPark *park, const char *queue, int timeout_ms)
 	park->deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												 Min(timeout_ms, qs_http_pop_max_wait_ms));
 	park->fd = -1;
+	park->queue = queue;
+	park->stat = NULL;
 	park->gen = pg_atomic_read_u64(&qs_http_shared->gen[park->slot]);
 	park->state = QS_PARK_NONE;
 	park->req = req;
@@ -155,6 +157,9 @@ qs_park(QsReq *req)
 	dlist_push_tail(&waiting, &p->node);
 	p->state = QS_PARK_WAITING;
 	pg_atomic_fetch_add_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
+	/* per queue too (/metrics): the slot's version tells a later decrement it is still the queue's */
+	p->stat = qs_stat_entry(&req->tenant, p->queue, p->key, &p->stat_version);
+	pg_atomic_fetch_add_u32(&p->stat->parked, 1);
 	watch_client(p);
 }
 
@@ -167,6 +172,9 @@ stop_watching(QsPark *p)
 		pg_atomic_fetch_and_u64(&qs_http_shared->waiters[p->slot],
 								~(UINT64CONST(1) << qs_http_worker_index));
 	pg_atomic_fetch_sub_u32(&qs_http_shared->workers[qs_http_worker_index].parked, 1);
+	if (p->stat && pg_atomic_read_u32(&p->stat->ready) == p->stat_version)
+		pg_atomic_fetch_sub_u32(&p->stat->parked, 1);
+	p->stat = NULL;
 }
 
 /* The request ends (its connection closes): forget its park. */

@@ -83,6 +83,7 @@ qs_shmem_startup(void)
 		{
 			pg_atomic_init_u32(&s->stats[i].ready, 0);
 			pg_atomic_init_u32(&s->stats[i].used_at, 0);
+			pg_atomic_init_u32(&s->stats[i].parked, 0);
 			for (int k = 0; k < QS_STAT_COUNT; k++)
 				pg_atomic_init_u64(&s->stats[i].c[k], 0);
 		}
@@ -160,6 +161,7 @@ stat_take(QsHttpShared *s, QsQueueStat *e, uint64 key, const pg_uuid_t *tenant, 
 	strlcpy(e->name, queue, QS_STAT_NAME);
 	for (int k = 0; k < QS_STAT_COUNT; k++)
 		pg_atomic_write_u64(&e->c[k], 0);
+	pg_atomic_write_u32(&e->parked, 0);
 	memset(e->sample, 0, sizeof(e->sample));
 	pg_atomic_write_u32(&e->used_at, (uint32) time(NULL));
 	if (++s->stat_version == 0)

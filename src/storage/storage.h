@@ -312,6 +312,28 @@ typedef struct QsSweepResult
 extern QsSweepItem *qs_retention_plan(MemoryContext into, int *n);
 extern void qs_retention_sweep_one(const QsSweepItem *item, QsSweepResult *res);
 
+/*
+ * queue_stats.c: per queue and consumer group, from offsets and cursors
+ * (queen.queue_stats(), GET /metrics); inside SPI, the largest backlog first.
+ */
+typedef struct QsQueueStatsRow
+{
+	pg_uuid_t	tenant;
+	char	   *queue;
+	char	   *group;
+	int64		partitions,
+				backlog_partitions,
+				leased_partitions,
+				backlog,
+				dead_letters,
+				messages;
+	bool		has_oldest;		/* oldest: created_at of the oldest unacked message */
+	TimestampTz oldest;
+	double		lag_seconds;	/* 0 without a backlog */
+} QsQueueStatsRow;
+
+extern int	qs_queue_stats_load(QsQueueStatsRow **rows);
+
 /* maintenance.c */
 extern bool qs_maintenance_on(bool pop);
 

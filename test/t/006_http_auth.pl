@@ -111,6 +111,12 @@ for my $b (@bad)
 	hs256_raw('{"alg":"HS256","x":1e999999999}', qq({"role":"admin","exp":$later})));
 is($st, 200, 'a header member 1e999999999 is parsed, not raised on: the signed token is answered');
 
+# every refusal above is counted under its own code (401 used to be code="other")
+my (undef, $text) = http($node, 'GET', '/metrics', undef, { authorization => "Bearer $tok{admin}" });
+my ($n401) = $text =~ /^queen_streams_http_requests_total\{route="metrics",code="401"\} (\d+)$/m;
+is($n401, scalar(@bad), 'each 401 of GET /metrics counted under code="401"');
+unlike($text, qr/code="other"/, 'no status is counted as "other"');
+
 # ---- each route at each level
 my %need = (
 	'POST /api/v1/push' => 'push',

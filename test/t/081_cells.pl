@@ -130,6 +130,16 @@ is(cells_with($C), 'cell2', 'tenant C lives on cell2 only');
 my $dcell = rsql("SELECT queen_router.cell_of('$D')");
 is(cells_with($D), $dcell, "the default tenant lives on its hash's cell ($dcell) only");
 
+# /metrics: the router keeps no queues (its counters only); a cell's has the gauges
+{
+	my ($st, $text) = http($router, 'GET', '/metrics');
+	is($st, 200, "the router's /metrics answers");
+	unlike($text, qr/^queen_streams_consumer_group_backlog_messages\{/m, 'without gauges of queues it does not keep');
+	($st, $text) = http(cell_of($D), 'GET', '/metrics');
+	like($text, qr/^queen_streams_consumer_group_backlog_messages\{[^}]*queue="orders"[^}]*\} 3$/m,
+		"the default tenant's cell has its backlog");
+}
+
 for my $t ($A, $B, $C, $D)
 {
 	my ($st, $doc) = as($router, $t, 'GET', '/api/v1/pop/queue/orders?batch=10');
