@@ -45,6 +45,26 @@ SELECT r->>'success' AS success, r->>'stale' AS stale, r->>'error' AS error
 -- A key without U+001F is not a window: a missing one is a no-op, as in Queen.
 SELECT r->>'success' AS success, r->>'stale' AS stale FROM pg_temp.flush('never-there') r;
 
+-- Retention deleted what the group had not consumed (log_start past its
+-- cursor, as a maxWaitTimeSeconds sweep leaves it): nothing is left to fold,
+-- so the idle flush commits rather than waiting forever.
+SELECT jsonb_array_length(queen.push('{"items": [{"queue": "st_src", "payload": {"a": 2}}]}'::jsonb)) AS pushed;
+INSERT INTO queen_streams.state (query_id, partition_id, key, value)
+VALUES (:'q', :'pid', pg_temp.wkey('1970-01-01T00:01:00.000Z'),
+        '{"acc": {"n": 1}, "windowStart": 60000, "windowEnd": 120000}');
+SELECT r->>'success' AS success, r->>'stale' AS stale
+  FROM pg_temp.flush(pg_temp.wkey('1970-01-01T00:01:00.000Z')) r;
+UPDATE queen.log_partitions SET log_start = last_offset + 1 WHERE id = :'pid';
+SELECT r->>'success' AS after_retention
+  FROM pg_temp.flush(pg_temp.wkey('1970-01-01T00:01:00.000Z')) r;
+-- A group with no cursor on the partition never folded it: not judged.
+INSERT INTO queen_streams.state (query_id, partition_id, key, value)
+VALUES (:'q', :'pid', pg_temp.wkey('1970-01-01T00:02:00.000Z'),
+        '{"acc": {"n": 1}, "windowStart": 120000, "windowEnd": 180000}');
+UPDATE pg_temp.fx SET grp = 'no-such-group';
+SELECT r->>'success' AS unknown_group
+  FROM pg_temp.flush(pg_temp.wkey('1970-01-01T00:02:00.000Z')) r;
+
 SELECT partition IS NOT NULL AS has_partition, cycles, stale_cycles
   FROM queen_streams.stream_status('st.counts');
 

@@ -7,11 +7,13 @@
 #include "storage/storage.h"
 #include "streams/streams.h"
 
+#include "access/xact.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 /* ---------------------------------------------------------------- partition -> queue */
@@ -375,6 +377,47 @@ queues:
 	}
 }
 
+
+/*
+ * The gauges, in a subtransaction of their own: one that fails (a statement
+ * timeout at scale, say) is logged and leaves the counters answered, with
+ * queen_streams_gauges_up 0, instead of turning the scrape into a 500 when
+ * the server is busiest.
+ */
+static void
+gauges_or_none(StringInfo out, const pg_uuid_t *only)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	StringInfoData g;
+	volatile bool ok = true;
+
+	initStringInfo(&g);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		qs_metrics_gauges(&g, only);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		qs_log_dropped_error("the /metrics gauges failed; the scrape answers the counters and queen_streams_gauges_up 0");
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (ok)
+		appendBinaryStringInfo(out, g.data, g.len);
+	appendStringInfo(out, "# HELP queen_streams_gauges_up Whether the gauges of this scrape could be read (0: see the server log).\n"
+					 "# TYPE queen_streams_gauges_up gauge\n"
+					 "queen_streams_gauges_up %d\n", ok ? 1 : 0);
+}
+
 static void
 metrics_run(QsReq *req)
 {
@@ -394,7 +437,7 @@ metrics_run(QsReq *req)
 	 * router keeps no queues (its cells' /metrics have the gauges).
 	 */
 	if (qs_extension_installed() && !qs_cells_is_router)
-		qs_metrics_gauges(&out, tenancy ? &req->tenant : NULL);
+		gauges_or_none(&out, tenancy ? &req->tenant : NULL);
 	req->status = 200;
 	req->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	req->resp = out.data;

@@ -127,10 +127,15 @@ static QsPlan delete_plan = {
  * the group. FOR SHARE waits for a push in flight into the partition (it
  * holds the row from stamping createdAt to commit): an event stamped
  * inside a window the flush emits is then seen as not yet consumed.
+ * Consumed means up to the end of the log, or past retention's log_start
+ * (what retention deleted can no longer be folded: a flush waiting for it
+ * would wait forever). A group with no cursor on the partition never
+ * folded it, so it cannot be racing the flush (nor judged: the request may
+ * name no group).
  */
 static QsPlan busy_plan = {
 	"SELECT COALESCE(c.worker_id IS NOT NULL AND c.lease_expires_at >= clock_timestamp(), false),"
-	"       COALESCE(c.committed, -1) < p.last_offset"
+	"       c.partition_id IS NOT NULL AND GREATEST(COALESCE(c.committed, -1), p.log_start - 1) < p.last_offset"
 	"  FROM queen.log_partitions p"
 	"  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
 	" WHERE p.id = $1 FOR SHARE OF p",

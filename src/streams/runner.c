@@ -106,9 +106,10 @@ static QsPlan error_plan = {
 };
 
 /*
- * Partitions to idle-flush: caught up (nothing past the cursor), no live
- * lease, no cycle for idle_flush seconds (the watermark row is written by
- * every fold), and some open window.
+ * Partitions to idle-flush: caught up (nothing past the cursor, or what is
+ * past it deleted by retention), no live lease, no cycle for idle_flush
+ * seconds (the watermark row is written by every fold), and some open
+ * window.
  */
 static QsPlan idle_plan = {
 	"SELECT w.partition_id, p.name FROM queen_streams.state w"
@@ -116,7 +117,7 @@ static QsPlan idle_plan = {
 	"  LEFT JOIN queen.log_consumers c ON c.partition_id = w.partition_id AND c.consumer_group = $2"
 	" WHERE w.query_id = $1 AND w.key = '__wm__'"
 	"   AND w.updated_at <= now() - make_interval(secs => $3)"
-	"   AND (c.partition_id IS NULL OR (c.committed >= p.last_offset"
+	"   AND (c.partition_id IS NULL OR (GREATEST(c.committed, p.log_start - 1) >= p.last_offset"
 	"        AND (c.lease_expires_at IS NULL OR c.lease_expires_at < clock_timestamp())))"
 	"   AND EXISTS (SELECT 1 FROM queen_streams.state r"
 	"                WHERE r.query_id = $1 AND r.partition_id = w.partition_id AND r.key <> '__wm__')"
@@ -131,7 +132,7 @@ static QsPlan still_idle_plan = {
 	"  LEFT JOIN queen.log_consumers c ON c.partition_id = w.partition_id AND c.consumer_group = $2"
 	" WHERE w.query_id = $1 AND w.partition_id = $4 AND w.key = '__wm__'"
 	"   AND w.updated_at <= now() - make_interval(secs => $3)"
-	"   AND (c.partition_id IS NULL OR (c.committed >= p.last_offset"
+	"   AND (c.partition_id IS NULL OR (GREATEST(c.committed, p.log_start - 1) >= p.last_offset"
 	"        AND (c.lease_expires_at IS NULL OR c.lease_expires_at < clock_timestamp())))",
 	4, {UUIDOID, TEXTOID, FLOAT8OID, UUIDOID}
 };

@@ -27,6 +27,13 @@
 #define F_UPPER		4			/* the prefix has a finite upper bound */
 #define F_RIPE		8
 
+
+/* the query is the caller's (args: query id, partition id, tenant) */
+static QsPlan owned_plan = {
+	"SELECT 1 FROM queen_streams.queries WHERE id = $1 AND tenant_id = $3",
+	3, {UUIDOID, UUIDOID, UUIDOID}
+};
+
 static QsPlan plans[16];
 
 static QsPlan *
@@ -190,12 +197,21 @@ qs_state_get(PG_FUNCTION_ARGS)
 		nulls[6] = ' ';
 	}
 
+	qs_spi_connect();
+	/*
+	 * A ripe read (an idle flush's) is noted for the stale-cycle rule, under
+	 * the shard lock; only for the caller's own query, so another tenant can
+	 * neither hold the lock nor move the note (nor fill the note table).
+	 */
 	if (has_ripe)
 	{
-		qs_cycle_shard_lock(&qid, &pid);
-		qs_ripe_read_note(&qid, &pid, GetCurrentTimestamp());
+		qs_exec(&owned_plan, args, NULL, 1);
+		if (SPI_processed == 1)
+		{
+			qs_cycle_shard_lock(&qid, &pid);
+			qs_ripe_read_note(&qid, &pid, GetCurrentTimestamp());
+		}
 	}
-	qs_spi_connect();
 	qs_exec(state_plan(mask), args, nulls, 1);
 	result = DatumGetJsonbPCopy(qs_col(0, 1, &isnull));
 	/* copy out of SPI memory before it goes away */

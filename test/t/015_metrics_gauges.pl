@@ -276,6 +276,18 @@ is($m->{queen_streams_consumer_group_backlog_messages}{ gkey($B, 'q17', '__QUEUE
 ok(!(grep { /tenant=\Q$A\E/ } keys %{ $m->{queen_streams_consumer_group_backlog_messages} }),
 	"B's scrape shows none of A's rows");
 
+# gauges that cannot be read (a table renamed under them): the scrape still
+# answers 200 with the counters and queen_streams_gauges_up 0, and logs why
+$node->safe_psql('postgres', 'ALTER TABLE queen.log_dlq RENAME TO log_dlq_away');
+$m = scrape($node);
+is($m->{queen_streams_gauges_up}{''}, 0, 'gauges that fail: gauges_up 0, the scrape still 200');
+my ($mst, $mtext) = http($node, 'GET', '/metrics');
+like($mtext, qr/^# TYPE queen_streams_queue_pushed_messages_total counter$/m, '... with the counters');
+ok(!exists $m->{queen_streams_consumer_group_backlog_messages}, '... and no gauge half-written');
+$node->safe_psql('postgres', 'ALTER TABLE queen.log_dlq_away RENAME TO log_dlq');
+$m = scrape($node);
+is($m->{queen_streams_gauges_up}{''}, 1, 'readable again: gauges_up 1');
+
 # a library newer than the installed schema (before ALTER EXTENSION UPDATE) still serves the gauges
 $node->safe_psql('postgres', "DROP EXTENSION queen_streams CASCADE; CREATE EXTENSION queen_streams VERSION '0.7.0'");
 $node->safe_psql('postgres', q{SELECT queen.push('{"items":[{"queue":"old","payload":1}]}')});
