@@ -443,6 +443,8 @@ extern void qs_samples_take(void);
 
 /* metrics.c */
 extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
+extern void qs_metrics_label(StringInfo out, const char *s);
+extern void qs_metrics_header(StringInfo out, const char *name, const char *type, const char *help);
 /* metrics_gauges.c: backlog, lag, dead letters and streams, read at scrape time */
 extern void qs_metrics_gauges(StringInfo out, const pg_uuid_t *only);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);

@@ -121,8 +121,9 @@ qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid)
 
 /* ---------------------------------------------------------------- /metrics */
 
-static void
-label(StringInfo out, const char *s)
+/* A label value, escaped as the text format asks (the gauges use it too). */
+void
+qs_metrics_label(StringInfo out, const char *s)
 {
 	for (; *s; s++)
 	{
@@ -135,8 +136,8 @@ label(StringInfo out, const char *s)
 	}
 }
 
-static void
-header(StringInfo out, const char *name, const char *type, const char *help)
+void
+qs_metrics_header(StringInfo out, const char *name, const char *type, const char *help)
 {
 	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -189,6 +190,27 @@ static const char *const stat_metric[QS_STAT_COUNT] = {
 };
 
 /*
+ * A slot's owner and queue name, read without its lock: false when the slot
+ * is free, was freed or taken over while read, or (with `only`) belongs to
+ * another tenant, whose queues are not the caller's to see.
+ */
+static bool
+read_slot(QsQueueStat *e, const pg_uuid_t *only, pg_uuid_t *owner, char *name)
+{
+	uint32		v = pg_atomic_read_u32(&e->ready);
+
+	if (v == 0)
+		return false;
+	pg_read_barrier();
+	*owner = e->tenant;
+	strlcpy(name, e->name, QS_STAT_NAME);
+	pg_read_barrier();
+	if (pg_atomic_read_u32(&e->ready) != v)
+		return false;
+	return only == NULL || memcmp(owner, only, sizeof(pg_uuid_t)) == 0;
+}
+
+/*
  * The Prometheus text. `only`: the queues of that tenant alone, never the
  * overflow bucket stats[0] (it mixes tenants). `listener`: also the
  * listener-wide series (requests by route and status, connections, parked
@@ -201,7 +223,7 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 
 	if (!listener)
 		goto queues;
-	header(out, "queen_streams_http_requests_total", "counter",
+	qs_metrics_header(out, "queen_streams_http_requests_total", "counter",
 		   "HTTP requests answered, by route and status code.");
 	/* rows that share a label (two pop patterns, say) are counted as one */
 	for (int r = 0; r < qs_route_count(); r++)
@@ -230,45 +252,45 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 		}
 	}
 
-	header(out, "queen_streams_http_connections", "gauge", "Open HTTP connections, by worker.");
+	qs_metrics_header(out, "queen_streams_http_connections", "gauge", "Open HTTP connections, by worker.");
 	for (int w = 0; w < qs_http_workers; w++)
 		appendStringInfo(out, "queen_streams_http_connections{worker=\"%d\"} %u\n", w,
 						 pg_atomic_read_u32(&s->workers[w].connections));
-	header(out, "queen_streams_http_parked_pops", "gauge",
+	qs_metrics_header(out, "queen_streams_http_parked_pops", "gauge",
 		   "Long-poll pops parked until their queue gets messages, by worker.");
 	for (int w = 0; w < qs_http_workers; w++)
 		appendStringInfo(out, "queen_streams_http_parked_pops{worker=\"%d\"} %u\n", w,
 						 pg_atomic_read_u32(&s->workers[w].parked));
-	header(out, "queen_streams_http_worker_up", "gauge", "1 when the HTTP worker is running.");
+	qs_metrics_header(out, "queen_streams_http_worker_up", "gauge", "1 when the HTTP worker is running.");
 	for (int w = 0; w < qs_http_workers; w++)
 		appendStringInfo(out, "queen_streams_http_worker_up{worker=\"%d\"} %d\n", w,
 						 s->workers[w].pid != 0 ? 1 : 0);
 	/* the role after a failover: an alert on a node that should be primary */
-	header(out, "queen_streams_standby", "gauge",
+	qs_metrics_header(out, "queen_streams_standby", "gauge",
 		   "1 on a hot standby (it serves reads and refuses writes), 0 on the primary.");
 	appendStringInfo(out, "queen_streams_standby %d\n", qs_role_standby() ? 1 : 0);
-	header(out, "queen_streams_wakeups_total", "counter",
+	qs_metrics_header(out, "queen_streams_wakeups_total", "counter",
 		   "Commits that moved the wake generation of a queue.");
 	appendStringInfo(out, "queen_streams_wakeups_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->wakes));
-	header(out, "queen_streams_http_group_commits_total", "counter",
+	qs_metrics_header(out, "queen_streams_http_group_commits_total", "counter",
 		   "Group commits: transactions that carried one or more HTTP requests.");
 	appendStringInfo(out, "queen_streams_http_group_commits_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->group_commits));
-	header(out, "queen_streams_http_group_requests_total", "counter",
+	qs_metrics_header(out, "queen_streams_http_group_requests_total", "counter",
 		   "HTTP requests committed by group commits.");
 	appendStringInfo(out, "queen_streams_http_group_requests_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->group_requests));
-	header(out, "queen_streams_http_group_deferrals_total", "counter",
+	qs_metrics_header(out, "queen_streams_http_group_deferrals_total", "counter",
 		   "Requests that gave way on a lock held elsewhere and ran in a later group.");
 	appendStringInfo(out, "queen_streams_http_group_deferrals_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->group_deferrals));
-	header(out, "queen_streams_http_group_merged_total", "counter",
+	qs_metrics_header(out, "queen_streams_http_group_merged_total", "counter",
 		   "Requests of a group commit served by one call with others (the group's pushes as one push, its cycles in one call).");
 	appendStringInfo(out, "queen_streams_http_group_merged_total " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&s->group_merged));
 	/* server-wide, like the wake-ups (storage counts it: fence.c) */
-	header(out, "queen_streams_corrupt_segment_skips_total", "counter",
+	qs_metrics_header(out, "queen_streams_corrupt_segment_skips_total", "counter",
 		   "Wildcard pops that skipped a partition whose next segment does not decode.");
 	appendStringInfo(out, "queen_streams_corrupt_segment_skips_total " UINT64_FORMAT "\n",
 					 qs_corrupt_skips());
@@ -278,27 +300,27 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 
 		if (qs_dedup_stats(&d))
 		{
-			header(out, "queen_streams_dedup_cache_capacity", "gauge",
+			qs_metrics_header(out, "queen_streams_dedup_cache_capacity", "gauge",
 				   "Transaction-id hashes the dedup cache can hold (queen_streams.dedup_cache_entries).");
 			appendStringInfo(out, "queen_streams_dedup_cache_capacity " INT64_FORMAT "\n", d.capacity);
-			header(out, "queen_streams_dedup_cache_hashes", "gauge", "Transaction-id hashes the dedup cache holds.");
+			qs_metrics_header(out, "queen_streams_dedup_cache_hashes", "gauge", "Transaction-id hashes the dedup cache holds.");
 			appendStringInfo(out, "queen_streams_dedup_cache_hashes " INT64_FORMAT "\n", d.entries);
-			header(out, "queen_streams_dedup_cache_partitions", "gauge",
+			qs_metrics_header(out, "queen_streams_dedup_cache_partitions", "gauge",
 				   "Partitions the dedup cache answers for, by state (uncached: its window outgrew the cache; probed through queen.log_txn_keys).");
 			appendStringInfo(out, "queen_streams_dedup_cache_partitions{state=\"cached\"} " INT64_FORMAT "\n",
 							 d.partitions);
 			appendStringInfo(out, "queen_streams_dedup_cache_partitions{state=\"uncached\"} " INT64_FORMAT "\n",
 							 d.uncached);
-			header(out, "queen_streams_dedup_window_reads_total", "counter",
+			qs_metrics_header(out, "queen_streams_dedup_window_reads_total", "counter",
 				   "Dedup probes answered by reading the partition's window (a standby, or a cached entry that cannot say).");
 			appendStringInfo(out, "queen_streams_dedup_window_reads_total " UINT64_FORMAT "\n", d.window_reads);
-			header(out, "queen_streams_dedup_key_probes_total", "counter",
+			qs_metrics_header(out, "queen_streams_dedup_key_probes_total", "counter",
 				   "Dedup probes of uncached partitions answered from queen.log_txn_keys (one row per hash).");
 			appendStringInfo(out, "queen_streams_dedup_key_probes_total " UINT64_FORMAT "\n", d.key_probes);
-			header(out, "queen_streams_dedup_cache_evictions_total", "counter",
+			qs_metrics_header(out, "queen_streams_dedup_cache_evictions_total", "counter",
 				   "Times a partition stopped being cached (the cache full, or the partition past dedup_partition_entries).");
 			appendStringInfo(out, "queen_streams_dedup_cache_evictions_total " UINT64_FORMAT "\n", d.evictions);
-			header(out, "queen_streams_dedup_cache_scans_total", "counter",
+			qs_metrics_header(out, "queen_streams_dedup_cache_scans_total", "counter",
 				   "Passes over the whole dedup cache, which hold its lock, by reason: making room, dropping a partition's hashes (a window raised, or the partition leaving the cache), purging rolled-back transactions another backend did not settle.");
 			for (int r = 0; r < QS_DEDUP_SCAN_REASONS; r++)
 				appendStringInfo(out, "queen_streams_dedup_cache_scans_total{reason=\"%s\"} " UINT64_FORMAT "\n",
@@ -308,46 +330,36 @@ qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener)
 	/* declared streams, server-wide (the stream workers count them: src/streams/pool.c) */
 	for (int k = 0; k < QS_SC_COUNT; k++)
 	{
-		header(out, stream_metric[k], "counter", stream_help[k]);
+		qs_metrics_header(out, stream_metric[k], "counter", stream_help[k]);
 		appendStringInfo(out, "%s " UINT64_FORMAT "\n", stream_metric[k],
 						 qs_stream_counter((QsStreamCounter) k));
 	}
-	header(out, "queen_streams_stream_workers_up", "gauge", "Stream workers running.");
+	qs_metrics_header(out, "queen_streams_stream_workers_up", "gauge", "Stream workers running.");
 	appendStringInfo(out, "queen_streams_stream_workers_up %d\n", qs_stream_workers_up());
 
 queues:
 	for (int k = 0; k < QS_STAT_COUNT; k++)
 	{
-		header(out, stat_metric[k], "counter", stat_help[k]);
+		qs_metrics_header(out, stat_metric[k], "counter", stat_help[k]);
 		for (int i = only ? 1 : 0; i < s->nstats; i++)
 		{
 			QsQueueStat *e = &s->stats[i];
 			char		tenant[QS_UUID_STRLEN + 1];
 			char		name[QS_STAT_NAME];
 			pg_uuid_t	owner;
-			uint32		v;
 			uint64		n;
 
-			if ((v = pg_atomic_read_u32(&e->ready)) == 0 ||
-				(n = pg_atomic_read_u64(&e->c[k])) == 0)
+			if ((n = pg_atomic_read_u64(&e->c[k])) == 0 || !read_slot(e, only, &owner, name))
 				continue;
-			pg_read_barrier();
-			owner = e->tenant;
-			strlcpy(name, e->name, QS_STAT_NAME);
-			pg_read_barrier();
-			if (pg_atomic_read_u32(&e->ready) != v)
-				continue;		/* freed or taken over while read */
-			if (only && memcmp(&owner, only, sizeof(pg_uuid_t)) != 0)
-				continue;		/* another tenant's queues are not the caller's to see */
 			qs_uuid_format(&owner, tenant);
 			appendStringInfo(out, "%s{tenant=\"%s\",queue=\"", stat_metric[k], tenant);
-			label(out, name);
+			qs_metrics_label(out, name);
 			appendStringInfo(out, "\"} " UINT64_FORMAT "\n", n);
 		}
 	}
 
 	/* a gauge: every queue with a slot, 0 included (a series must not vanish at 0) */
-	header(out, "queen_streams_queue_parked_consumers", "gauge",
+	qs_metrics_header(out, "queen_streams_queue_parked_consumers", "gauge",
 		   "Long-poll pops parked on the queue, waiting for messages.");
 	for (int i = only ? 1 : 0; i < s->nstats; i++)
 	{
@@ -355,23 +367,14 @@ queues:
 		char		tenant[QS_UUID_STRLEN + 1];
 		char		name[QS_STAT_NAME];
 		pg_uuid_t	owner;
-		uint32		v;
 		int32		n;
 
-		if ((v = pg_atomic_read_u32(&e->ready)) == 0)
-			continue;
 		n = (int32) pg_atomic_read_u32(&e->parked);
-		pg_read_barrier();
-		owner = e->tenant;
-		strlcpy(name, e->name, QS_STAT_NAME);
-		pg_read_barrier();
-		if (pg_atomic_read_u32(&e->ready) != v)
-			continue;			/* freed or taken over while read */
-		if (only && memcmp(&owner, only, sizeof(pg_uuid_t)) != 0)
+		if (!read_slot(e, only, &owner, name))
 			continue;
 		qs_uuid_format(&owner, tenant);
 		appendStringInfo(out, "queen_streams_queue_parked_consumers{tenant=\"%s\",queue=\"", tenant);
-		label(out, name);
+		qs_metrics_label(out, name);
 		/* a decrement that raced a slot's takeover may leave it below zero */
 		appendStringInfo(out, "\"} %d\n", Max(n, 0));
 	}
@@ -466,18 +469,11 @@ qs_queue_metrics(PG_FUNCTION_ARGS)
 		Datum		values[2 + QS_STAT_COUNT];
 		bool		nulls[2 + QS_STAT_COUNT];
 		bool		any = false;
-		uint32		v;
 		pg_uuid_t	owner;
 		char		name[QS_STAT_NAME];
 
-		if ((v = pg_atomic_read_u32(&e->ready)) == 0)
+		if (!read_slot(e, NULL, &owner, name))
 			continue;
-		pg_read_barrier();
-		owner = e->tenant;
-		strlcpy(name, e->name, QS_STAT_NAME);
-		pg_read_barrier();
-		if (pg_atomic_read_u32(&e->ready) != v)
-			continue;			/* freed or taken over while read */
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = qs_uuid_datum(&owner);
 		nulls[0] = (i == 0);

@@ -130,26 +130,6 @@ static QsPlan stream_stats_plan = {
 	0, {}
 };
 
-static void
-label(StringInfo out, const char *s)
-{
-	for (; *s; s++)
-	{
-		if (*s == '\\' || *s == '"')
-			appendStringInfoChar(out, '\\');
-		if (*s == '\n')
-			appendStringInfoString(out, "\\n");
-		else
-			appendStringInfoChar(out, *s);
-	}
-}
-
-static void
-header(StringInfo out, const char *name, const char *type, const char *help)
-{
-	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 static bool
 row_visible(int r, const pg_uuid_t *only)
 {
@@ -181,11 +161,11 @@ labels(StringInfo out, int r, const char *key2, int col2, const char *key3, int 
 	else
 		qs_uuid_format(DatumGetUUIDP(t), tenant);
 	appendStringInfo(out, "{tenant=\"%s\",%s=\"", tenant, key2);
-	label(out, col_text(r, col2));
+	qs_metrics_label(out, col_text(r, col2));
 	if (key3)
 	{
 		appendStringInfo(out, "\",%s=\"", key3);
-		label(out, col_text(r, col3));
+		qs_metrics_label(out, col_text(r, col3));
 	}
 	appendStringInfoString(out, "\"}");
 }
@@ -238,11 +218,11 @@ row_labels(StringInfo out, const QsQueueStatsRow *r, bool group)
 
 	qs_uuid_format(&r->tenant, tenant);
 	appendStringInfo(out, "{tenant=\"%s\",queue=\"", tenant);
-	label(out, r->queue);
+	qs_metrics_label(out, r->queue);
 	if (group)
 	{
 		appendStringInfoString(out, "\",consumer_group=\"");
-		label(out, r->group);
+		qs_metrics_label(out, r->group);
 	}
 	appendStringInfoString(out, "\"}");
 }
@@ -284,7 +264,7 @@ queue_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
 
 	for (int g = 0; g < (int) NGROUP_GAUGES; g++)
 	{
-		header(out, group_gauges[g].name, "gauge", group_gauges[g].help);
+		qs_metrics_header(out, group_gauges[g].name, "gauge", group_gauges[g].help);
 		for (int k = 0; k < nkeep; k++)
 		{
 			appendStringInfoString(out, group_gauges[g].name);
@@ -321,7 +301,7 @@ queue_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
 	hash_destroy(seen);
 	for (int q = 0; q < (int) NQUEUE_GAUGES; q++)
 	{
-		header(out, queue_gauges[q].name, "gauge", queue_gauges[q].help);
+		qs_metrics_header(out, queue_gauges[q].name, "gauge", queue_gauges[q].help);
 		for (int k = 0; k < nkeep; k++)
 		{
 			if (keep[k] == NULL)
@@ -361,7 +341,7 @@ stream_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
 		for (int g = 0; g < (int) NSTREAM_GAUGES; g++)
 			other[g] += col_number(r, 4 + g, false);
 	}
-	header(out, "queen_streams_declared_stream_paused", "gauge", "1 when the declared stream is paused.");
+	qs_metrics_header(out, "queen_streams_declared_stream_paused", "gauge", "1 when the declared stream is paused.");
 	for (int k = 0; k < nkeep; k++)
 	{
 		appendStringInfoString(out, "queen_streams_declared_stream_paused");
@@ -370,7 +350,7 @@ stream_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
 	}
 	for (int g = 0; g < (int) NSTREAM_GAUGES; g++)
 	{
-		header(out, stream_gauges[g][0], stream_gauges[g][1], stream_gauges[g][2]);
+		qs_metrics_header(out, stream_gauges[g][0], stream_gauges[g][1], stream_gauges[g][2]);
 		for (int k = 0; k < nkeep; k++)
 		{
 			appendStringInfoString(out, stream_gauges[g][0]);
