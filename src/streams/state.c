@@ -27,7 +27,6 @@
 #define F_UPPER		4			/* the prefix has a finite upper bound */
 #define F_RIPE		8
 
-
 /* the query is the caller's (args: query id, partition id, tenant) */
 static QsPlan owned_plan = {
 	"SELECT 1 FROM queen_streams.queries WHERE id = $1 AND tenant_id = $3",
