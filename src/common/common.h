@@ -117,7 +117,19 @@ extern void qs_uuid7(pg_uuid_t *out);
 extern void qs_uuid_format(const pg_uuid_t *u, char *out);	/* out: 37 bytes */
 extern bool qs_uuid_parse(const char *s, int len, pg_uuid_t *out);
 extern void qs_random_bytes(void *buf, int len);
-extern int	qs_hexval(char c);	/* 0-15, or -1 */
+
+/* A hex digit's value, 0-15, or -1 (inline: the fuzz harnesses use it alone). */
+static inline int
+qs_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
 
 /* tenant.c */
 extern const pg_uuid_t qs_default_tenant;

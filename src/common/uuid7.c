@@ -94,18 +94,6 @@ qs_uuid_format(const pg_uuid_t *u, char *out)
 	out[p] = '\0';
 }
 
-int
-qs_hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Strict 8-4-4-4-12 form only: ids on the wire are always hyphenated. */
 bool
 qs_uuid_parse(const char *s, int len, pg_uuid_t *out)

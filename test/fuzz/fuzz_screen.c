@@ -64,18 +64,6 @@ errcode_for_socket_access(void)
 	return 0;
 }
 
-int
-qs_hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 size_t
 qs_http_pool_size(void)
 {
