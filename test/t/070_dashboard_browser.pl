@@ -76,6 +76,11 @@ ok($samples->[-1]{partial}, 'in the last interval, the one still open');
 # (test/t/QsDashboard.pm), the samples caught up with the counters
 my $seed = dash_seed($node);
 my ($eu, $pushed, $popped, $acked) = @$seed{qw(eu pushed popped acked)};
+($st) = dash_call($node, 'POST', '/streams/v1/streams/nope/pause');
+is($st, 404, 'pausing an unknown stream: 404');
+($st) = http($node, 'POST', '/streams/v1/streams/clicks.per_hour/pause', '{}',
+	{ authorization => "Bearer $tok{'read-only'}" });
+is($st, 403, 'pausing needs read-write');
 
 # ---- what SQL says
 my $truth = dash_truth($node, $eu);

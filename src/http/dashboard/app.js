@@ -504,15 +504,14 @@
     return [
       h('h1', {}, 'Messages'),
       form,
-      h('p', { class: 'muted' }, 'Newest first. Status is the message\'s in queue mode (consumers without a group); ' +
-        'a consumer group\'s progress is its cursor, under Consumer groups.'),
-      table(['Created', 'Queue', 'Partition', 'Transaction', 'Status', 'Payload'],
+      h('p', { class: 'muted' }, 'Newest first; open a message for its payload and trace. Status: the message\'s state in queue mode ' +
+        '(consumers without a group); a consumer group\'s progress is its cursor, under Consumer groups.'),
+      table(['Created', 'Queue', 'Partition', 'Transaction', 'Status'],
         doc.messages.map((m) => h('tr', { 'data-transaction': m.transactionId, 'data-partition': m.partition, 'data-queue': m.queue },
           h('td', {}, h('time', { datetime: m.createdAt, title: m.createdAt }, m.createdAt.replace('T', ' ').slice(0, 19))),
           h('td', {}, m.queue), h('td', {}, m.partition),
           h('td', { class: 'mono' }, h('a', { href: `#/messages/${enc(m.partitionId)}/${enc(m.transactionId)}` }, m.transactionId)),
-          h('td', {}, statusBadge(m.status)),
-          h('td', { class: 'mono payload' }, m.data === undefined ? '' : JSON.stringify(m.data).slice(0, 120)))),
+          h('td', {}, statusBadge(m.status)))),
         'No message matches.'),
       h('div', { class: 'row' },
         h('button', { type: 'button', disabled: f.offset === 0, onclick: () => go({ ...f, offset: Math.max(0, f.offset - limit) }) }, 'Newer'),
