@@ -1,7 +1,8 @@
 -- The dashboard's reads (sql/0.2.0/80-dashboard.sql): dashboard_streams
 -- (queries, per source partition the cursor and lag of streams.<name>,
--- state rows, tenants apart), dashboard_throughput (no listener here: no
--- samples, the shape only) and dashboard_workers. Uuids and times masked.
+-- state rows, tenants apart), dashboard_groups (queue_stats' rows of a
+-- tenant), dashboard_throughput (no listener here: no samples, the shape
+-- only) and dashboard_workers. Uuids and times masked.
 CREATE EXTENSION queen_streams;
 
 \set t_b 'bbbbbbbb-0000-4000-8000-00000000000b'
@@ -49,6 +50,24 @@ SELECT queen_streams.dashboard_throughput('orders', :'t_b');
 SELECT jsonb_typeof(w -> 'workers') AS workers, w -> 'connections' AS connections,
        w -> 'sampleIntervalSeconds' AS interval
   FROM queen_streams.dashboard_workers() w;
+
+-- Backlog and lag per queue and group (dashboard_groups): the tenant's rows
+-- of queue_stats, which GET /metrics's gauges show too; no queue-mode row
+-- on orders: only streams.orders.count reads it.
+SELECT g ->> 'queue' AS queue, g ->> 'consumerGroup' AS grp, g -> 'partitions' AS parts,
+       g -> 'backlog' AS backlog, g -> 'partitionsWithBacklog' AS parts_backlog,
+       g -> 'leasedPartitions' AS leased, g -> 'deadLetters' AS dead, g -> 'messages' AS messages,
+       (g ->> 'lagSeconds')::numeric > 0 AS lagging, g ? 'oldestUnackedAt' AS has_oldest
+  FROM jsonb_array_elements(queen_streams.dashboard_groups() -> 'groups') g;
+SELECT (SELECT jsonb_agg(jsonb_build_array(queue, consumer_group, backlog_messages, partitions_with_backlog,
+                                           leased_partitions, dead_letters, date_trunc('milliseconds', oldest_unacked_at))
+                         ORDER BY queue COLLATE "C", consumer_group COLLATE "C")
+          FROM queen_streams.queue_stats WHERE tenant_id = '00000000-0000-0000-0000-000000000001')
+     = (SELECT jsonb_agg(jsonb_build_array(g ->> 'queue', g ->> 'consumerGroup', g -> 'backlog',
+                                           g -> 'partitionsWithBacklog', g -> 'leasedPartitions', g -> 'deadLetters',
+                                           (g ->> 'oldestUnackedAt')::timestamptz))
+          FROM jsonb_array_elements(queen_streams.dashboard_groups() -> 'groups') g) AS same_as_queue_stats;
+SELECT queen_streams.dashboard_groups(:'t_b');
 
 -- Route functions: owner's rights, closed to PUBLIC.
 SELECT p.oid::regprocedure AS fn, p.prosecdef AS definer, p.proconfig,

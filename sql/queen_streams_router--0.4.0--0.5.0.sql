@@ -18,3 +18,10 @@ CREATE FUNCTION queen_streams.stream_status(name text DEFAULT NULL, tenant uuid 
 RETURNS SETOF record LANGUAGE plproxy
 AS $$ CLUSTER 'queen_cells'; RUN ON queen_router.cell_for_read(tenant); $$;
 REVOKE EXECUTE ON FUNCTION queen_streams.stream_status(text, uuid) FROM PUBLIC;
+
+-- queen_streams 0.8.0's queen_streams.dashboard_groups: its routed twin.
+CREATE FUNCTION queen_streams.dashboard_groups(tenant uuid DEFAULT NULL)
+RETURNS jsonb LANGUAGE plproxy
+AS $$ CLUSTER 'queen_cells'; RUN ON queen_router.cell_for_read(tenant); $$;
+COMMENT ON FUNCTION queen_streams.dashboard_groups(uuid) IS 'runs on the tenant''s cell (read)';
+REVOKE EXECUTE ON FUNCTION queen_streams.dashboard_groups(uuid) FROM PUBLIC;

@@ -36,6 +36,10 @@ const QsRoute qs_routes[] = {
 	{"POST", "/streams/v1/cycle", "streams_cycle", W, &qs_route_cycle, NULL},
 	{"GET", "/streams/v1/streams", "streams_streams", R, NULL,
 	CALL(200, "SELECT queen_streams.streams($1)", "tenant")},
+	{"POST", "/streams/v1/streams/:name/pause", "streams_pause", W, NULL,
+	CALL(200, "SELECT queen_streams.pause_stream($1, $2)", ":name", "tenant")},
+	{"POST", "/streams/v1/streams/:name/resume", "streams_resume", W, NULL,
+	CALL(200, "SELECT queen_streams.resume_stream($1, $2)", ":name", "tenant")},
 
 	/* queue administration */
 	{"POST", "/api/v1/configure", "configure", W, &qs_route_configure, NULL},
@@ -136,6 +140,8 @@ const QsRoute qs_routes[] = {
 	CALL(200, "SELECT queen_streams.dashboard_throughput($1, $2)", "?queue", "tenant")},
 	{"GET", "/api/v1/dashboard/streams", "dashboard_streams", R, NULL,
 	CALL(200, "SELECT queen_streams.dashboard_streams($1)", "tenant")},
+	{"GET", "/api/v1/dashboard/groups", "dashboard_groups", R, NULL,
+	CALL(200, "SELECT queen_streams.dashboard_groups($1)", "tenant")},
 	{"GET", "/api/v1/dashboard/workers", "dashboard_workers", R, NULL,
 	CALL(200, "SELECT queen_streams.dashboard_workers()")},
 	{"GET", "/", "dashboard", QS_ACCESS_NONE, &qs_route_dashboard, NULL},

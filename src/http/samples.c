@@ -44,7 +44,9 @@ qs_samples_take(void)
  * {intervalSeconds, queue, samples:[{at, seconds, pushed, popped, acked}]}:
  * per interval between two consecutive samples (oldest first), the messages
  * pushed (every commit), popped and acked (over HTTP) to the tenant's queues,
- * or to one queue. Empty until the listener has taken two samples.
+ * or to one queue; the last entry (partial: true) is the interval still
+ * open, from the newest sample to now. Empty until the listener has taken
+ * its first sample.
  */
 PG_FUNCTION_INFO_V1(qs_dashboard_throughput);
 Datum
@@ -98,6 +100,43 @@ qs_dashboard_throughput(PG_FUNCTION_ARGS)
 					(s->sample_at[cur] - s->sample_at[prev] + USECS_PER_SEC / 2) / USECS_PER_SEC);
 			for (int k = 0; k < QS_SAMPLED; k++)
 				qsj_int(&j, sampled_key[k], sum[k]);
+			qsj_end_object(&j);
+		}
+		/*
+		 * The interval still open, from the newest sample to now: the chart
+		 * starts with the first sample (taken when the listener starts)
+		 * instead of a sample_interval later, and always ends now.
+		 */
+		if (s && seq >= 1)
+		{
+			int			cur = (int) (seq % QS_SAMPLES);
+			TimestampTz now = GetCurrentTimestamp();
+			int64		sum[QS_SAMPLED] = {0};
+
+			for (int i = 1; i < s->nstats; i++)
+			{
+				QsQueueStat *e = &s->stats[i];
+
+				if (pg_atomic_read_u32(&e->ready) == 0)
+					continue;
+				pg_read_barrier();
+				if (memcmp(&e->tenant, &tenant, sizeof(pg_uuid_t)) != 0 ||
+					(queue && strncmp(e->name, queue, QS_STAT_NAME - 1) != 0))
+					continue;
+				for (int k = 0; k < QS_SAMPLED; k++)
+				{
+					uint64		c = pg_atomic_read_u64(&e->c[sampled[k]]);
+
+					if (c > e->sample[cur][k])
+						sum[k] += (int64) (c - e->sample[cur][k]);
+				}
+			}
+			qsj_object(&j, NULL);
+			qsj_time_ms(&j, "at", now);
+			qsj_int(&j, "seconds", (now - s->sample_at[cur] + USECS_PER_SEC / 2) / USECS_PER_SEC);
+			for (int k = 0; k < QS_SAMPLED; k++)
+				qsj_int(&j, sampled_key[k], sum[k]);
+			qsj_bool(&j, "partial", true);
 			qsj_end_object(&j);
 		}
 		qsj_end_array(&j);

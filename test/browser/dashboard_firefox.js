@@ -2,7 +2,8 @@
 // dashboard of a seeded node, over WebDriver BiDi with puppeteer-core (no
 // browser download, no geckodriver). test/t/071_dashboard_firefox.pl starts
 // it and checks what this reports against SQL. Signs in with a read-only
-// token, reads the overview and the queue orders, saves a screenshot of each,
+// token, reads the overview, the queue orders, the consumer groups, the
+// streams and the message browser, saves screenshots,
 // and records every request the page made, its console errors and any CSP
 // violation. Writes $QS_OUT/report.json; exits non-zero if Firefox cannot
 // start or a view does not render.
@@ -31,8 +32,8 @@ function finish(code, failure) {
 setTimeout(() => {
   console.error('dashboard Firefox run: timed out');
   if (browser && browser.process()) browser.process().kill('SIGKILL');
-  finish(1, 'timed out after 50 s');
-}, 50000).unref();
+  finish(1, 'timed out after 90 s');
+}, 90000).unref();
 
 async function main() {
   fs.mkdirSync(path.join(OUT, 'screenshots'), { recursive: true });
@@ -115,6 +116,36 @@ async function main() {
   report.views.queue = { tiles: await tiles(), partitions: await rows('tr[data-partition]:not([data-group])'),
     groups: await rows('tr[data-group]') };
   await shot('queue');
+
+  report.views.queue.backlogGroups = await rows('tr[data-backlog-group]');
+
+  // ---- the consumer groups: backlog and lag of each (group, queue)
+  await page.click('nav a[data-nav=groups]');
+  await ready('groups');
+  report.views.groups = { groups: await rows('tr[data-group]') };
+
+  // ---- the streams: the declared stream's numbers
+  await page.click('nav a[data-nav=streams]');
+  await ready('streams');
+  report.views.streams = await page.evaluate(() => [...document.querySelectorAll('section[data-stream]')].map((s) => {
+    const o = { name: s.dataset.stream };
+    for (const el of s.querySelectorAll('h3 [data-k], .tile [data-k]')) o[el.dataset.k] = el.textContent;
+    return o;
+  }));
+
+  // ---- the message browser: one partition, then a message with its trace
+  await page.click('nav a[data-nav=messages]');
+  await ready('messages');
+  await page.select('#msg-queue', 'orders');
+  await page.locator('#msg-partition').fill('us');
+  await page.click('#msg-filters button[type=submit]');
+  await ready('messages');
+  report.views.messagesUs = await rows('tr[data-transaction]');
+  await shot('messages');
+  await page.click('tr[data-transaction="us-12"] a');
+  await ready('message');
+  report.views.message = { tiles: await tiles(), traces: await rows('tr[data-trace]') };
+  await shot('message');
 
   report.cspViolations = await page.evaluate(() => window.__qsCsp || ['the CSP listener was not installed']);
   report.userAgent = await page.evaluate(() => navigator.userAgent);

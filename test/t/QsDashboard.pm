@@ -2,8 +2,9 @@
 # Chromium; 071_dashboard_firefox.pl, Firefox): auth = jwt with a read-only
 # and an admin token, tenancy = header with the tokens' tenant taken from the
 # header (jwt_trust_tenant_header), a sample every 2 s; the queue orders
-# (partitions eu and us) with two dead letters, the consumer group billing, a
-# stream query and its state, tenant B's own queue; then what SQL says, for
+# (partitions eu and us) with three dead letters and a trace, the consumer
+# group billing, a stream query and its state, a declared stream over the
+# queue clicks, tenant B's own queue; then what SQL says, for
 # the tests to compare with what the page shows.
 package QsDashboard;
 
@@ -55,7 +56,7 @@ sub dash_call
 }
 
 # Seeds the node (each step a test) and waits until the throughput samples
-# hold every counted message. Returns { eu => partition id of orders/eu,
+# hold every counted message. Returns { eu, us => partition ids of orders/eu, us,
 # qid => the stream query's id, pushed, popped, acked => the sampled sums }.
 sub dash_seed
 {
@@ -68,6 +69,9 @@ sub dash_seed
 	my $nsamples = "SELECT jsonb_array_length(queen_streams.dashboard_throughput()->'samples')";
 	for my $round (0 .. 3)
 	{
+		# round 2 starts in a later second than round 1 ends: the message
+		# browser's time filter (whole seconds) splits them
+		usleep(1_000_000 - (time * 1_000_000) % 1_000_000 + 50_000) if $round == 2;
 		my $seen = $node->safe_psql('postgres', $nsamples);
 		for my $p (qw(eu us))
 		{
@@ -89,6 +93,11 @@ sub dash_seed
 	($st, $doc) = $call->('POST', '/api/v1/ack', { transactionId => 'eu-2', partitionId => $eu, leaseId => $doc->{leaseId},
 		status => 'dlq', consumerGroup => 'billing', error => 'malformed address' });
 	ok($doc->[0]{dlq}, 'eu-2 dead-lettered');
+	($st, $doc) = $call->('GET', '/api/v1/pop/queue/orders/partition/eu?batch=1&consumerGroup=billing');
+	is($doc->{messages}[0]{transactionId}, 'eu-3', 'eu-3 popped');
+	($st, $doc) = $call->('POST', '/api/v1/ack', { transactionId => 'eu-3', partitionId => $eu, leaseId => $doc->{leaseId},
+		status => 'dlq', consumerGroup => 'billing', error => 'out of stock' });
+	ok($doc->[0]{dlq}, 'eu-3 dead-lettered');
 	($st) = $call->('GET', '/api/v1/pop/queue/orders/partition/us?batch=3&consumerGroup=billing&autoAck=true');
 	is($st, 200, 'billing read 3 of us');
 	($st, $doc) = $call->('POST', '/streams/v1/queries', { name => 'orders.count', source_queue => 'orders',
@@ -101,6 +110,24 @@ sub dash_seed
 		push_items => [ { queue => 'orders.counts', payload => { count => 4 } } ],
 		ack => { leaseId => $doc->{leaseId}, status => 'completed', count => 4 } });
 	ok($doc->{success}, 'a stream cycle committed');
+	# a trace on us-12, for the message browser
+	($st, $doc) = $call->('GET', '/api/v1/messages?queue=orders&partition=us&limit=1');
+	my $us = $doc->{messages}[0]{partitionId};
+	($st) = $call->('POST', '/api/v1/traces', { transactionId => 'us-12', partitionId => $us, consumerGroup => 'billing',
+		eventType => 'info', traceNames => ['checkout'], data => { step => 'shipped' } });
+	is($st, 201, 'a trace on us-12');
+	# a declared stream over its own queue (clicks), its events folded by the
+	# stream worker before the page looks
+	$node->safe_psql('postgres', q{SELECT queen_streams.create_stream('clicks.per_hour', '{"source": "clicks",
+		"sink": "clicks.per_hour", "key": "$.page", "window": {"type": "tumbling", "size": 3600},
+		"aggregates": {"count": {"fn": "count"}}}')});
+	($st) = $call->('POST', '/api/v1/push', { items => [ map { { queue => 'clicks', partition => 'web',
+		payload => { page => "p$_" } } } 1 .. 6 ] });
+	is($st, 201, 'push 6 clicks');
+	my $folded = "SELECT COALESCE(sum(events), 0) FROM queen_streams.stream_status('clicks.per_hour')";
+	my $until = time + 60;
+	usleep(200_000) while time < $until && $node->safe_psql('postgres', $folded) < 6;
+	is($node->safe_psql('postgres', $folded), 6, 'the stream worker folded the 6 clicks');
 	($st) = $call->('POST', '/api/v1/push', { items => [ map { { queue => 'b.only', payload => $_ } } 1 .. 3 ] }, $DASH_TENANT_B);
 	is($st, 201, "tenant B's queue");
 
@@ -115,13 +142,14 @@ sub dash_seed
 	usleep(200_000) while time < $deadline && $node->safe_psql('postgres', $sums) ne $want;
 	is($node->safe_psql('postgres', $sums), $want, "the samples hold every counted message ($want)");
 	my ($pushed, $popped, $acked) = @{ $json->decode($want) };
-	is($pushed, 41, '41 pushed (40 and the sink message)');
+	is($pushed, 47, '47 pushed (40 orders, the sink message, 6 clicks)');
 
-	return { eu => $eu, qid => $qid, pushed => $pushed, popped => $popped, acked => $acked };
+	return { eu => $eu, us => $us, qid => $qid, pushed => $pushed, popped => $popped, acked => $acked };
 }
 
 # What SQL says, for the page to show: { ov, ql, sq, groups, group (by name),
-# dlq, streams, nworkers, eu_last, backlog (pending over every queue) }.
+# dlq, streams, nworkers, eu_last, qstats (the rows of queue_stats), backlog
+# (their sum), declared (the rows of stream_stats) }.
 sub dash_truth
 {
 	my ($node, $eu) = @_;
@@ -134,10 +162,19 @@ sub dash_truth
 	my $streams = json_sql($node, 'queen_streams.dashboard_streams()');
 	my $nworkers = $node->safe_psql('postgres', 'SELECT count(*) FROM queen_streams.http_workers()');
 	my $eu_last = $node->safe_psql('postgres', "SELECT last_offset FROM queen.log_partitions WHERE id = '$eu'");
+	# backlog and lag as queen_streams.queue_stats (and /metrics) count them
+	my $qs = json_sql($node, "(SELECT COALESCE(jsonb_agg(jsonb_build_object('queue', queue, 'group', consumer_group,"
+		. " 'backlog', backlog_messages, 'parts', partitions_with_backlog, 'leased', leased_partitions,"
+		. " 'dead', dead_letters, 'lag', extract(epoch FROM clock_timestamp() - oldest_unacked_at))), '[]')"
+		. " FROM queen_streams.queue_stats"
+		. " WHERE tenant_id = '00000000-0000-0000-0000-000000000001')");
 	my $backlog = 0;
-	$backlog += $_->{messages}{pending} for @{ $ql->{queues} };
+	$backlog += $_->{backlog} for @$qs;
+	my $decl = json_sql($node, "(SELECT jsonb_agg(to_jsonb(s)) FROM queen_streams.stream_stats() s"
+		. " WHERE tenant_id = '00000000-0000-0000-0000-000000000001')");
 	return { ov => $ov, ql => $ql, sq => $sq, groups => $groups, group => \%group, dlq => $dlq,
-		streams => $streams, nworkers => $nworkers, eu_last => $eu_last, backlog => $backlog };
+		streams => $streams, nworkers => $nworkers, eu_last => $eu_last, backlog => $backlog, qstats => $qs,
+		declared => $decl };
 }
 
 1;
