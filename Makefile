@@ -52,6 +52,10 @@ OBJS = \
 	src/storage/groups.o \
 	src/storage/groups_seek.o \
 	src/storage/dedup.o \
+	src/storage/dedup_fallback.o \
+	src/storage/dedup_index.o \
+	src/storage/dedup_own.o \
+	src/storage/dedup_policy.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/resolve.o \

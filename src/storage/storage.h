@@ -136,13 +136,14 @@ extern void qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
 extern bool qs_segment_at(Datum pid, int64 offset, int64 *base, int64 *end, TimestampTz *created);
 extern bool qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end);
 
-/* dedup.c: the dedup probe over a shared cache of stored hashes */
+/* dedup.c: the dedup probe over a shared cache of stored hashes (dedup_*.c) */
 extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,
 						   int64 txns_start, int64 verified, int count,
 						   const uint8 *hashes, const bool *probe, TimestampTz now,
 						   QsAppendResult *res);
 extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
 							const uint8 *hashes, TimestampTz created_at, bool dedup_on);
+/* dedup_index.c: the cache's shared memory, its occupancy and counters */
 extern void qs_dedup_shmem_init(void);
 
 /* why the dedup cache was passed over whole, under its lock */
