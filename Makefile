@@ -72,6 +72,7 @@ OBJS = \
 	src/storage/maintenance.o \
 	src/storage/retention.o \
 	src/storage/fence.o \
+	src/storage/guc.o \
 	src/storage/resources.o \
 	src/storage/dashboard.o \
 	src/storage/queue_stats.o \
@@ -80,6 +81,7 @@ OBJS = \
 	src/streams/cycle.o \
 	src/streams/declare.o \
 	src/streams/definition.o \
+	src/streams/guc.o \
 	src/streams/pool.o \
 	src/streams/register.o \
 	src/streams/runner.o \

@@ -14,7 +14,10 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	/* each floor its own settings; the prefix reserved once, after them all */
 	qs_guc_init();
+	qs_storage_guc_init();
+	qs_streams_guc_init();
 	qs_http_guc_init();
 	MarkGUCPrefixReserved("queen_streams");
 	qs_storage_init();			/* shared memory: corrupt-segment fence */

@@ -18,23 +18,16 @@
 #define QS_DEFAULT_TENANT_STR "00000000-0000-0000-0000-000000000001"
 #define QS_UUID_STRLEN 36
 
-/* guc.c: every setting lives there */
-extern int	qs_zstd_level;
-extern int	qs_max_segment_kb;
-extern int	qs_dedup_cache_entries;
-extern int	qs_dedup_partition_entries;
-extern int	qs_dedup_key_budget;
+/*
+ * guc.c: the settings this floor owns (the token settings are declared with
+ * jwt.c's below); each floor defines its own, in its guc.c, and reads
+ * another floor's through that floor's header
+ */
 extern int	qs_backend_heap_keep_kb;
-extern int	qs_max_pop_batch;
-extern int	qs_max_pop_partitions;
 extern char *qs_encryption_key;
 extern char *qs_encryption_key_file;
-extern bool qs_encryption_fail_open;
-extern bool qs_encryption_unbound_read;
-extern bool qs_ack_requires_lease;
-extern int	qs_stream_workers;
-extern int	qs_stream_poll_ms;
 extern void qs_guc_init(void);
+extern const char *qs_workers_database(void);
 
 /* secret_file.c: secrets read from files, at start and on SIGHUP */
 #include "utils/guc.h"

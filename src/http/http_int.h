@@ -21,7 +21,6 @@ struct sockaddr;
 extern int	qs_http_port;
 extern char *qs_http_listen_address;
 extern int	qs_http_workers;
-extern char *qs_http_database;
 extern int	qs_http_max_body_bytes;
 extern int	qs_http_max_header_bytes;
 extern int	qs_http_header_timeout_ms;

@@ -356,7 +356,7 @@ worker_start(Loop *l, int index)
 	 */
 	qs_heap_keep_fixed(64 * 1024);
 
-	BackgroundWorkerInitializeConnection(qs_http_database, NULL, 0);
+	BackgroundWorkerInitializeConnection(qs_workers_database(), NULL, 0);
 	pgstat_report_appname("queen_streams http");
 
 	memset(l, 0, sizeof(Loop));

@@ -7,6 +7,19 @@
 
 #include "common/common.h"
 
+/* guc.c: the storage engine's settings */
+extern int	qs_zstd_level;
+extern int	qs_max_segment_kb;
+extern int	qs_dedup_cache_entries;
+extern int	qs_dedup_partition_entries;
+extern int	qs_dedup_key_budget;
+extern int	qs_max_pop_batch;
+extern int	qs_max_pop_partitions;
+extern bool qs_encryption_fail_open;
+extern bool qs_encryption_unbound_read;
+extern bool qs_ack_requires_lease;
+extern void qs_storage_guc_init(void);
+
 /* Frame flags. */
 #define QS_FLAG_TRACE		0x01
 #define QS_FLAG_PRODUCER_SUB	0x02

@@ -8,6 +8,11 @@
 
 #include "common/common.h"
 
+/* guc.c: the stream workers' settings */
+extern int	qs_stream_workers;
+extern int	qs_stream_poll_ms;
+extern void qs_streams_guc_init(void);
+
 /* Route names as the listener and queen_streams.http_status() spell them. */
 #define QS_ROUTE_QUERIES	"queries"
 #define QS_ROUTE_STATE_GET	"state/get"
