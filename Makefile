@@ -11,6 +11,7 @@ OBJS = \
 	src/queen_streams.o \
 	src/common/args.o \
 	src/common/guc.o \
+	src/common/shmem_parts.o \
 	src/common/heap.o \
 	src/common/bgworkers.o \
 	src/common/hooks.o \

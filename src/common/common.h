@@ -129,6 +129,10 @@ extern const pg_uuid_t qs_default_tenant;
 extern void qs_tenant_arg(FunctionCallInfo fcinfo, int argno, pg_uuid_t *out);
 extern Datum qs_uuid_datum(const pg_uuid_t *u);
 
+/* shmem_parts.c: the library's parts of shared memory, set up at preload */
+extern void qs_shmem_add(void (*request) (void), void (*startup) (void));
+extern void *qs_shmem_struct(const char *name, Size size, bool *found);
+
 /* bgworkers.c */
 #include "postmaster/bgworker.h"
 extern void qs_register_workers(int n, BgWorkerStartTime start, const char *function,

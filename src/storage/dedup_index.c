@@ -21,9 +21,6 @@ HTAB *dedup_parts = NULL;
 int64 dedup_max_entries = 0;
 int64 dedup_max_parts = 0;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
 static Size
 dedup_shmem_size(void)
 {
@@ -36,8 +33,6 @@ dedup_shmem_size(void)
 static void
 dedup_shmem_request(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
 	RequestAddinShmemSpace(dedup_shmem_size());
 	RequestNamedLWLockTranche("queen_streams dedup", 1);
 }
@@ -48,10 +43,6 @@ dedup_shmem_startup(void)
 	bool		found;
 	HASHCTL		ctl;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	dedup_shared = ShmemInitStruct("queen_streams dedup", sizeof(DedupShared), &found);
 	if (!found)
 	{
@@ -74,26 +65,22 @@ dedup_shmem_startup(void)
 					 errmsg("could not generate a random seed for the dedup cache")));
 	}
 	tag_seed = dedup_shared->seed;
-	index_slots = ShmemInitStruct("queen_streams dedup index",
+	index_slots = qs_shmem_struct("queen_streams dedup index",
 								  mul_size(nslots, sizeof(IndexSlot)) + PG_CACHE_LINE_SIZE, &found);
-	if (!found)
-		memset(index_slots, 0, mul_size(nslots, sizeof(IndexSlot)) + PG_CACHE_LINE_SIZE);
 	index_slots = (IndexSlot *) CACHELINEALIGN(index_slots);
 	/*
 	 * Entries are written before they are read, but touched now: the first
 	 * fill would otherwise pay for every page it allocates, under the lock.
 	 */
-	dedup_entries = ShmemInitStruct("queen_streams dedup hashes",
-							  mul_size(dedup_max_entries, sizeof(HashEntry)) + PG_CACHE_LINE_SIZE, &found);
-	if (!found)
-		memset(dedup_entries, 0, mul_size(dedup_max_entries, sizeof(HashEntry)) + PG_CACHE_LINE_SIZE);
+	dedup_entries = qs_shmem_struct("queen_streams dedup hashes",
+									mul_size(dedup_max_entries, sizeof(HashEntry)) + PG_CACHE_LINE_SIZE,
+									&found);
 	dedup_entries = (HashEntry *) CACHELINEALIGN(dedup_entries);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(pg_uuid_t);
 	ctl.entrysize = sizeof(PartEntry);
 	dedup_parts = ShmemInitHash("queen_streams dedup partitions", dedup_max_parts, dedup_max_parts, &ctl,
 						  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-	LWLockRelease(AddinShmemInitLock);
 }
 
 /*
@@ -109,10 +96,7 @@ qs_dedup_shmem_init(void)
 	dedup_max_entries = Max(qs_dedup_cache_entries, 1024);
 	dedup_max_parts = Max(256, dedup_max_entries / 16);
 	nslots = dedup_max_entries + dedup_max_entries / 2;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = dedup_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = dedup_shmem_startup;
+	qs_shmem_add(dedup_shmem_request, dedup_shmem_startup);
 	dedup_own_init();
 }
 

@@ -42,14 +42,10 @@ typedef struct QsFenceShared
 
 static QsFenceShared *fence_shared = NULL;
 static QsFenceShared *fence_local = NULL;	/* not preloaded: per process */
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
 fence_shmem_request(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(QsFenceShared)));
 }
 
@@ -58,17 +54,12 @@ fence_shmem_startup(void)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	fence_shared = ShmemInitStruct("queen_streams fence", sizeof(QsFenceShared), &found);
+	fence_shared = qs_shmem_struct("queen_streams fence", sizeof(QsFenceShared), &found);
 	if (!found)
 	{
-		memset(fence_shared, 0, sizeof(QsFenceShared));
 		pg_atomic_init_u64(&fence_shared->skips, 0);
 		SpinLockInit(&fence_shared->lock);
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
 
 /* From _PG_init: the shared counter, when preloaded. */
@@ -77,10 +68,7 @@ qs_storage_init(void)
 {
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = fence_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = fence_shmem_startup;
+	qs_shmem_add(fence_shmem_request, fence_shmem_startup);
 }
 
 /* Wildcard pops that stepped over a damaged partition, since server start. */

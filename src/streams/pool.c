@@ -56,14 +56,10 @@ typedef struct StreamShared
 } StreamShared;
 
 static StreamShared *shared = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
 streams_shmem_request(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(StreamShared)));
 }
 
@@ -72,13 +68,9 @@ streams_shmem_startup(void)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("queen_streams streams", sizeof(StreamShared), &found);
+	shared = qs_shmem_struct("queen_streams streams", sizeof(StreamShared), &found);
 	if (!found)
 	{
-		memset(shared, 0, sizeof(StreamShared));
 		pg_atomic_init_u32(&shared->active, 0);
 		for (int i = 0; i < QS_SC_COUNT; i++)
 			pg_atomic_init_u64(&shared->counters[i], 0);
@@ -86,7 +78,6 @@ streams_shmem_startup(void)
 			pg_atomic_init_u64(&shared->slots[i].cycles, 0);
 		SpinLockInit(&shared->ripe_lock);
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
 
 void
@@ -94,10 +85,7 @@ qs_streams_init(void)
 {
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = streams_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = streams_shmem_startup;
+	qs_shmem_add(streams_shmem_request, streams_shmem_startup);
 
 	qs_register_workers(qs_stream_workers, BgWorkerStart_RecoveryFinished, "qs_stream_worker_main",
 						"queen_streams stream worker", "queen_streams stream");
