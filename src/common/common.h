@@ -131,6 +131,7 @@ extern Datum qs_uuid_datum(const pg_uuid_t *u);
 
 /* shmem_parts.c: the library's parts of shared memory, set up at preload */
 extern void qs_shmem_add(void (*request) (void), void (*startup) (void));
+extern void qs_shmem_add_struct(const char *name, Size size, void **at, void (*init) (void *mem));
 extern void *qs_shmem_struct(const char *name, Size size, bool *found);
 
 /* bgworkers.c */

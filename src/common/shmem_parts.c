@@ -18,6 +18,11 @@ typedef struct ShmemPart
 {
 	void		(*request) (void);
 	void		(*startup) (void);
+	/* a plain struct (qs_shmem_add_struct): request and startup are NULL */
+	const char *name;
+	Size		size;
+	void	  **at;
+	void		(*init) (void *mem);
 } ShmemPart;
 
 static ShmemPart parts[QS_SHMEM_PARTS];
@@ -31,7 +36,12 @@ parts_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	for (int i = 0; i < nparts; i++)
-		parts[i].request();
+	{
+		if (parts[i].request)
+			parts[i].request();
+		else
+			RequestAddinShmemSpace(MAXALIGN(parts[i].size));
+	}
 }
 
 static void
@@ -41,16 +51,24 @@ parts_startup(void)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	for (int i = 0; i < nparts; i++)
-		parts[i].startup();
+	{
+		bool		found;
+
+		if (parts[i].startup)
+		{
+			parts[i].startup();
+			continue;
+		}
+		*parts[i].at = qs_shmem_struct(parts[i].name, parts[i].size, &found);
+		if (!found && parts[i].init)
+			parts[i].init(*parts[i].at);
+	}
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/*
- * From _PG_init (the hooks run only when preloaded): `request` asks for the part's space
- * (RequestAddinShmemSpace, LWLock tranches), `startup` attaches to it.
- */
-void
-qs_shmem_add(void (*request) (void), void (*startup) (void))
+/* The next part, the hooks chained before the first. */
+static ShmemPart *
+new_part(void)
 {
 	if (nparts == QS_SHMEM_PARTS)
 		elog(ERROR, "too many parts of queen_streams shared memory");
@@ -61,9 +79,36 @@ qs_shmem_add(void (*request) (void), void (*startup) (void))
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = parts_startup;
 	}
-	parts[nparts].request = request;
-	parts[nparts].startup = startup;
-	nparts++;
+	memset(&parts[nparts], 0, sizeof(ShmemPart));
+	return &parts[nparts++];
+}
+
+/*
+ * From _PG_init (the hooks run only when preloaded): `request` asks for the part's space
+ * (RequestAddinShmemSpace, LWLock tranches), `startup` attaches to it.
+ */
+void
+qs_shmem_add(void (*request) (void), void (*startup) (void))
+{
+	ShmemPart  *p = new_part();
+
+	p->request = request;
+	p->startup = startup;
+}
+
+/*
+ * The same for a struct of `size` bytes named `name`: at startup *at points
+ * to it, and `init` (or NULL) sets it up, zeroed, when it is new.
+ */
+void
+qs_shmem_add_struct(const char *name, Size size, void **at, void (*init) (void *mem))
+{
+	ShmemPart  *p = new_part();
+
+	p->name = name;
+	p->size = size;
+	p->at = at;
+	p->init = init;
 }
 
 /*

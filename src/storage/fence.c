@@ -44,22 +44,12 @@ static QsFenceShared *fence_shared = NULL;
 static QsFenceShared *fence_local = NULL;	/* not preloaded: per process */
 
 static void
-fence_shmem_request(void)
+fence_shmem_init(void *mem)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(QsFenceShared)));
-}
+	QsFenceShared *f = mem;
 
-static void
-fence_shmem_startup(void)
-{
-	bool		found;
-
-	fence_shared = qs_shmem_struct("queen_streams fence", sizeof(QsFenceShared), &found);
-	if (!found)
-	{
-		pg_atomic_init_u64(&fence_shared->skips, 0);
-		SpinLockInit(&fence_shared->lock);
-	}
+	pg_atomic_init_u64(&f->skips, 0);
+	SpinLockInit(&f->lock);
 }
 
 /* From _PG_init: the shared counter, when preloaded. */
@@ -68,7 +58,8 @@ qs_storage_init(void)
 {
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	qs_shmem_add(fence_shmem_request, fence_shmem_startup);
+	qs_shmem_add_struct("queen_streams fence", sizeof(QsFenceShared), (void **) &fence_shared,
+						fence_shmem_init);
 }
 
 /* Wildcard pops that stepped over a damaged partition, since server start. */

@@ -58,26 +58,16 @@ typedef struct StreamShared
 static StreamShared *shared = NULL;
 
 static void
-streams_shmem_request(void)
+streams_shmem_init(void *mem)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(StreamShared)));
-}
+	StreamShared *s = mem;
 
-static void
-streams_shmem_startup(void)
-{
-	bool		found;
-
-	shared = qs_shmem_struct("queen_streams streams", sizeof(StreamShared), &found);
-	if (!found)
-	{
-		pg_atomic_init_u32(&shared->active, 0);
-		for (int i = 0; i < QS_SC_COUNT; i++)
-			pg_atomic_init_u64(&shared->counters[i], 0);
-		for (int i = 0; i < QS_MAX_STREAM_WORKERS; i++)
-			pg_atomic_init_u64(&shared->slots[i].cycles, 0);
-		SpinLockInit(&shared->ripe_lock);
-	}
+	pg_atomic_init_u32(&s->active, 0);
+	for (int i = 0; i < QS_SC_COUNT; i++)
+		pg_atomic_init_u64(&s->counters[i], 0);
+	for (int i = 0; i < QS_MAX_STREAM_WORKERS; i++)
+		pg_atomic_init_u64(&s->slots[i].cycles, 0);
+	SpinLockInit(&s->ripe_lock);
 }
 
 void
@@ -85,7 +75,8 @@ qs_streams_init(void)
 {
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
-	qs_shmem_add(streams_shmem_request, streams_shmem_startup);
+	qs_shmem_add_struct("queen_streams streams", sizeof(StreamShared), (void **) &shared,
+						streams_shmem_init);
 
 	qs_register_workers(qs_stream_workers, BgWorkerStart_RecoveryFinished, "qs_stream_worker_main",
 						"queen_streams stream worker", "queen_streams stream");
