@@ -1,7 +1,7 @@
 /*
  * queen_streams.c: module magic and _PG_init, which only dispatches.
  */
-#include "common/common.h"
+#include "common/guc.h"
 #include "http/http.h"
 #include "storage/storage.h"
 #include "streams/streams.h"

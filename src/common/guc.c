@@ -5,7 +5,8 @@
  * streams in their guc.c, the listener in src/http/settings.c); _PG_init
  * calls them, then reserves the prefix once.
  */
-#include "common/common.h"
+#include "common/guc.h"
+#include "common/jwt.h"
 
 #include "miscadmin.h"
 #include "utils/guc.h"

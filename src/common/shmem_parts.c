@@ -5,7 +5,7 @@
  * PostgreSQL hooks, chained once, calls them in the order they were added,
  * the startups under AddinShmemInitLock.
  */
-#include "common/common.h"
+#include "common/workers.h"
 
 #include "miscadmin.h"
 #include "storage/ipc.h"

@@ -7,9 +7,11 @@
 #define QS_HTTP_INT_H
 
 #include "http/http.h"
+#include "common/jwt.h"
 #include "http/pattern.h"
 
 #include "lib/ilist.h"
+#include "utils/jsonb.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/spin.h"

@@ -11,6 +11,7 @@
  * queues do not keep another's new queues out of /metrics for good.
  */
 #include "http/http_int.h"
+#include "common/workers.h"
 
 #include "access/xact.h"
 #include "common/hashfn.h"

@@ -15,6 +15,10 @@
  * until the node is the primary.
  */
 #include "http/http_int.h"
+#include "common/guc.h"
+#include "common/hooks.h"
+#include "common/spi.h"
+#include "common/workers.h"
 #include "storage/storage.h"
 
 #include "access/xact.h"

@@ -5,6 +5,8 @@
  * not answer for (no preload, no room, its window outgrew the cache).
  */
 #include "storage/dedup_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "access/xlog.h"
 #include "catalog/pg_type_d.h"

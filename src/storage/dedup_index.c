@@ -6,6 +6,7 @@
  * and when is dedup_policy.c's; why the design is what it is, dedup.c's.
  */
 #include "storage/dedup_int.h"
+#include "common/workers.h"
 
 #include "access/xlog.h"
 #include "miscadmin.h"

@@ -11,6 +11,7 @@
 
 #include "storage/storage.h"
 
+#include "access/transam.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "utils/hsearch.h"

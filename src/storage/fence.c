@@ -11,6 +11,9 @@
  * past a retention gap.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/workers.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

@@ -1,11 +1,12 @@
 /*
  * guc.c: the storage engine's settings: segments, the dedup cache, pop
  * bounds, payload encryption (its key is read with the other secrets, in
- * src/common), acks. Each floor defines its own (common,
- * storage, streams, the listener); _PG_init calls them, then reserves the
- * prefix once.
+ * src/common), acks. Each floor defines its own (common, storage, streams,
+ * the listener); _PG_init calls them, then reserves the prefix once.
  */
 #include "storage/storage.h"
+
+#include <limits.h>
 
 #include "utils/guc.h"
 

@@ -5,7 +5,11 @@
 #ifndef QS_STORAGE_H
 #define QS_STORAGE_H
 
-#include "common/common.h"
+#include "common/base.h"
+#include "common/json.h"
+
+#include "storage/itemptr.h"
+#include "utils/relcache.h"
 
 /* guc.c: the storage engine's settings */
 extern int	qs_zstd_level;

@@ -7,6 +7,7 @@
  * rules compare against).
  */
 #include "streams/streams.h"
+#include "common/workers.h"
 
 #include "common/hashfn.h"
 #include "funcapi.h"

@@ -28,6 +28,10 @@
  * at most queen_streams.stream_poll_interval.
  */
 #include "streams/streams.h"
+#include "common/guc.h"
+#include "common/hooks.h"
+#include "common/ids.h"
+#include "common/spi.h"
 #include "storage/storage.h"
 
 #include "access/xact.h"

@@ -6,7 +6,8 @@
 #ifndef QS_STREAMS_H
 #define QS_STREAMS_H
 
-#include "common/common.h"
+#include "common/base.h"
+#include "common/json.h"
 
 /* guc.c: the stream workers' settings */
 extern int	qs_stream_workers;

@@ -22,6 +22,7 @@
 #include "streams/streams.h"
 
 #include <math.h>
+#include <time.h>
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
