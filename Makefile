@@ -11,6 +11,7 @@ OBJS = \
 	src/queen_streams.o \
 	src/common/args.o \
 	src/common/guc.o \
+	src/common/shmem_parts.o \
 	src/common/heap.o \
 	src/common/bgworkers.o \
 	src/common/hooks.o \
@@ -52,6 +53,10 @@ OBJS = \
 	src/storage/groups.o \
 	src/storage/groups_seek.o \
 	src/storage/dedup.o \
+	src/storage/dedup_fallback.o \
+	src/storage/dedup_index.o \
+	src/storage/dedup_own.o \
+	src/storage/dedup_policy.o \
 	src/storage/encryption.o \
 	src/storage/allocator.o \
 	src/storage/resolve.o \
@@ -68,6 +73,7 @@ OBJS = \
 	src/storage/maintenance.o \
 	src/storage/retention.o \
 	src/storage/fence.o \
+	src/storage/guc.o \
 	src/storage/resources.o \
 	src/storage/dashboard.o \
 	src/storage/queue_stats.o \
@@ -76,6 +82,7 @@ OBJS = \
 	src/streams/cycle.o \
 	src/streams/declare.o \
 	src/streams/definition.o \
+	src/streams/guc.o \
 	src/streams/pool.o \
 	src/streams/register.o \
 	src/streams/runner.o \
@@ -88,25 +95,19 @@ OBJS = \
 # sql/<version>/, applied in name order; they make the upgrade script from the
 # previous release, and the install script is the previous one plus that
 # upgrade, so a fresh install and an upgraded one run the same statements.
-UPGRADE_0_2_0 = $(sort $(wildcard sql/0.2.0/*.sql))
-UPGRADE_0_3_0 = $(sort $(wildcard sql/0.3.0/*.sql))
-UPGRADE_0_4_0 = $(sort $(wildcard sql/0.4.0/*.sql))
-UPGRADE_0_5_0 = $(sort $(wildcard sql/0.5.0/*.sql))
-UPGRADE_0_6_0 = $(sort $(wildcard sql/0.6.0/*.sql))
-UPGRADE_0_7_0 = $(sort $(wildcard sql/0.7.0/*.sql))
-UPGRADE_0_8_0 = $(sort $(wildcard sql/0.8.0/*.sql))
-DATA_built = sql/$(QS)--0.1.0--0.2.0.sql sql/$(QS)--0.2.0.sql \
-	sql/$(QS)--0.2.0--0.3.0.sql sql/$(QS)--0.3.0.sql \
-	sql/$(QS)--0.3.0--0.4.0.sql sql/$(QS)--0.4.0.sql \
-	sql/$(QS)--0.4.0--0.5.0.sql sql/$(QS)--0.5.0.sql \
-	sql/$(QS)--0.5.0--0.6.0.sql sql/$(QS)--0.6.0.sql \
-	sql/$(QS)--0.6.0--0.7.0.sql sql/$(QS)--0.7.0.sql \
-	sql/$(QS)--0.7.0--0.8.0.sql sql/$(QS)--0.8.0.sql \
-	sql/queen_streams_router--0.2.0.sql sql/queen_streams_router--0.3.0.sql \
-	sql/queen_streams_router--0.4.0.sql sql/queen_streams_router--0.5.0.sql
-DATA = sql/$(QS)--0.1.0.sql sql/queen_streams_router--0.1.0.sql \
-	sql/queen_streams_router--0.1.0--0.2.0.sql sql/queen_streams_router--0.2.0--0.3.0.sql \
-	sql/queen_streams_router--0.3.0--0.4.0.sql sql/queen_streams_router--0.4.0--0.5.0.sql
+QS_VERSIONS = 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0
+# The router's upgrade scripts are written by hand; its install scripts are
+# built the same way.
+ROUTER = queen_streams_router
+ROUTER_VERSIONS = 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0
+# "previous:next" for each release of a list of versions
+qs_steps = $(join $(filter-out $(lastword $(1)),$(1)),$(addprefix :,$(wordlist 2,$(words $(1)),$(1))))
+qs_prev = $(word 1,$(subst :, ,$(1)))
+qs_next = $(word 2,$(subst :, ,$(1)))
+DATA_built = $(foreach s,$(call qs_steps,$(QS_VERSIONS)),sql/$(QS)--$(subst :,--,$(s)).sql sql/$(QS)--$(call qs_next,$(s)).sql) \
+	$(foreach s,$(call qs_steps,$(ROUTER_VERSIONS)),sql/$(ROUTER)--$(call qs_next,$(s)).sql)
+DATA = sql/$(QS)--0.1.0.sql sql/$(ROUTER)--0.1.0.sql \
+	$(foreach s,$(call qs_steps,$(ROUTER_VERSIONS)),sql/$(ROUTER)--$(subst :,--,$(s)).sql)
 
 PG_CPPFLAGS = -I$(srcdir)/src -DQS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -139,72 +140,25 @@ include $(PGXS)
 # PGXS tracks no header dependencies: rebuild everything when a header changes.
 $(OBJS): $(wildcard src/*/*.h)
 
-# (the folder too: a fragment moved away must rebuild the script)
-sql/$(QS)--0.1.0--0.2.0.sql: $(UPGRADE_0_2_0) sql/0.2.0
-	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.2.0'"'"'" to load this file. \quit'; \
-	  for f in $(UPGRADE_0_2_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
+# A release's upgrade script ($(1) to $(2)): its fragments in name order
+# (the folder too: a fragment moved away must rebuild the script).
+define qs_upgrade_rule
+sql/$(QS)--$(1)--$(2).sql: $$(sort $$(wildcard sql/$(2)/*.sql)) sql/$(2)
+	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'$(2)'"'"'" to load this file. \quit'; \
+	  for f in $$(sort $$(wildcard sql/$(2)/*.sql)); do printf '%s\n' "-- $$$$f"; sed '/^\\echo /d' $$$$f; done ) > $$@
+endef
 
-sql/$(QS)--0.2.0.sql: sql/$(QS)--0.1.0.sql sql/$(QS)--0.1.0--0.2.0.sql
-	( cat sql/$(QS)--0.1.0.sql; sed '/^\\echo /d' sql/$(QS)--0.1.0--0.2.0.sql ) > $@
+# An install script of extension $(1) at $(3): the one of $(2) plus the upgrade.
+define qs_install_rule
+sql/$(1)--$(3).sql: sql/$(1)--$(2).sql sql/$(1)--$(2)--$(3).sql
+	( cat sql/$(1)--$(2).sql; sed '/^\\echo /d' sql/$(1)--$(2)--$(3).sql ) > $$@
+endef
 
-# (the folder too: a fragment moved away must rebuild the script)
-sql/$(QS)--0.2.0--0.3.0.sql: $(UPGRADE_0_3_0) sql/0.3.0
-	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.3.0'"'"'" to load this file. \quit'; \
-	  for f in $(UPGRADE_0_3_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
-
-sql/$(QS)--0.3.0.sql: sql/$(QS)--0.2.0.sql sql/$(QS)--0.2.0--0.3.0.sql
-	( cat sql/$(QS)--0.2.0.sql; sed '/^\\echo /d' sql/$(QS)--0.2.0--0.3.0.sql ) > $@
-
-# (the folder too: a fragment moved away must rebuild the script)
-sql/$(QS)--0.3.0--0.4.0.sql: $(UPGRADE_0_4_0) sql/0.4.0
-	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.4.0'"'"'" to load this file. \quit'; \
-	  for f in $(UPGRADE_0_4_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
-
-sql/$(QS)--0.4.0.sql: sql/$(QS)--0.3.0.sql sql/$(QS)--0.3.0--0.4.0.sql
-	( cat sql/$(QS)--0.3.0.sql; sed '/^\\echo /d' sql/$(QS)--0.3.0--0.4.0.sql ) > $@
-
-# (the folder too: a fragment moved away must rebuild the script)
-sql/$(QS)--0.4.0--0.5.0.sql: $(UPGRADE_0_5_0) sql/0.5.0
-	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.5.0'"'"'" to load this file. \quit'; \
-	  for f in $(UPGRADE_0_5_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
-
-sql/$(QS)--0.5.0.sql: sql/$(QS)--0.4.0.sql sql/$(QS)--0.4.0--0.5.0.sql
-	( cat sql/$(QS)--0.4.0.sql; sed '/^\\echo /d' sql/$(QS)--0.4.0--0.5.0.sql ) > $@
-
-# (the folder too: a fragment moved away must rebuild the script)
-sql/$(QS)--0.5.0--0.6.0.sql: $(UPGRADE_0_6_0) sql/0.6.0
-	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.6.0'"'"'" to load this file. \quit'; \
-	  for f in $(UPGRADE_0_6_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
-
-sql/$(QS)--0.6.0.sql: sql/$(QS)--0.5.0.sql sql/$(QS)--0.5.0--0.6.0.sql
-	( cat sql/$(QS)--0.5.0.sql; sed '/^\\echo /d' sql/$(QS)--0.5.0--0.6.0.sql ) > $@
-
-sql/$(QS)--0.6.0--0.7.0.sql: $(UPGRADE_0_7_0) sql/0.7.0
-	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.7.0'"'"'" to load this file. \quit'; \
-	  for f in $(UPGRADE_0_7_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
-
-sql/$(QS)--0.7.0.sql: sql/$(QS)--0.6.0.sql sql/$(QS)--0.6.0--0.7.0.sql
-	( cat sql/$(QS)--0.6.0.sql; sed '/^\\echo /d' sql/$(QS)--0.6.0--0.7.0.sql ) > $@
-
-sql/$(QS)--0.7.0--0.8.0.sql: $(UPGRADE_0_8_0) sql/0.8.0
-	( printf '%s\n' '\echo Use "ALTER EXTENSION queen_streams UPDATE TO '"'"'0.8.0'"'"'" to load this file. \quit'; \
-	  for f in $(UPGRADE_0_8_0); do printf '%s\n' "-- $$f"; sed '/^\\echo /d' $$f; done ) > $@
-
-sql/$(QS)--0.8.0.sql: sql/$(QS)--0.7.0.sql sql/$(QS)--0.7.0--0.8.0.sql
-	( cat sql/$(QS)--0.7.0.sql; sed '/^\\echo /d' sql/$(QS)--0.7.0--0.8.0.sql ) > $@
-
-# The router's: its 0.1.0 script plus each upgrade, written by hand.
-sql/queen_streams_router--0.2.0.sql: sql/queen_streams_router--0.1.0.sql sql/queen_streams_router--0.1.0--0.2.0.sql
-	( cat sql/queen_streams_router--0.1.0.sql; sed '/^\\echo /d' sql/queen_streams_router--0.1.0--0.2.0.sql ) > $@
-
-sql/queen_streams_router--0.3.0.sql: sql/queen_streams_router--0.2.0.sql sql/queen_streams_router--0.2.0--0.3.0.sql
-	( cat sql/queen_streams_router--0.2.0.sql; sed '/^\\echo /d' sql/queen_streams_router--0.2.0--0.3.0.sql ) > $@
-
-sql/queen_streams_router--0.4.0.sql: sql/queen_streams_router--0.3.0.sql sql/queen_streams_router--0.3.0--0.4.0.sql
-	( cat sql/queen_streams_router--0.3.0.sql; sed '/^\\echo /d' sql/queen_streams_router--0.3.0--0.4.0.sql ) > $@
-
-sql/queen_streams_router--0.5.0.sql: sql/queen_streams_router--0.4.0.sql sql/queen_streams_router--0.4.0--0.5.0.sql
-	( cat sql/queen_streams_router--0.4.0.sql; sed '/^\\echo /d' sql/queen_streams_router--0.4.0--0.5.0.sql ) > $@
+$(foreach s,$(call qs_steps,$(QS_VERSIONS)),\
+	$(eval $(call qs_upgrade_rule,$(call qs_prev,$(s)),$(call qs_next,$(s)))) \
+	$(eval $(call qs_install_rule,$(QS),$(call qs_prev,$(s)),$(call qs_next,$(s)))))
+$(foreach s,$(call qs_steps,$(ROUTER_VERSIONS)),\
+	$(eval $(call qs_install_rule,$(ROUTER),$(call qs_prev,$(s)),$(call qs_next,$(s)))))
 
 # The dashboard's files, compiled in as byte arrays (xxd from the xxd package).
 DASHBOARD_FILES = src/http/dashboard/index.html src/http/dashboard/app.js src/http/dashboard/app.css

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034
-# Sourced by the benchmarks that start their own instance (bench/lib.sh,
-# bench/http/group_commit.sh; they define log): huge pages for its shared
+# Sourced by bench/lib.sh (which defines log) for the benchmarks that start
+# their own instance: huge pages for its shared
 # memory when root can reserve them (QS_BENCH_HUGE_PAGES=1, the default; 0:
 # 4 kB pages). Every backend maps each 4 kB page of shared memory it
 # touches with a fault of its own, and the dedup cache is touched at

@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2034
-# Sourced, from the tree's root, by the pgbench-driven push scripts: their
-# knobs, the lock, the build and one throwaway instance. The caller sets TAG
-# (log prefix) and, before bench_instance, CACHE (dedup_cache_entries).
+# Sourced, from the tree's root, by the bench scripts: their knobs, as_pg
+# and log, the lock, the build, one throwaway instance, the engine floor's
+# scripts. The caller sets TAG (log prefix) and, before bench_instance,
+# CACHE (dedup_cache_entries).
 ROOT=$(pwd)
 BENCH="$ROOT/bench"
 BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -83,3 +84,29 @@ bench_listener() {
 Q() { as_pg "$BIN/psql" -h "$W" -p "$PORT" -U postgres -X -qAt -v ON_ERROR_STOP=1 -d bench "$@"; }
 # pgbench in W against "bench"; PGB_OPTIONS: settings for its sessions (PGOPTIONS)
 pgb() { (cd "$W" && as_pg env PGOPTIONS="${PGB_OPTIONS:-}" "$BIN/pgbench" -h "$W" -p "$PORT" -U postgres -n "$@" bench); }
+
+# The engine floor's scripts for queue $1 in $2/scripts, run through the psql
+# function $3: one segment per (variant, partition) packed beforehand (what
+# Queen's broker sends: frames, zstd and hashes built outside PG), from the
+# gen_push.pl family "$1_src" (notxn) the caller generated, same payloads.
+bench_engine_scripts() {
+	local q=$1 dir=$2 psql=$3 v req
+	for v in $(seq 1 "$VARIANTS"); do
+		req=$(sed -n 's/^SELECT queen.push(\(.*\)::jsonb);$/\1/p' "$dir/scripts/${q}_src.$v.0.sql")
+		cat >"$dir/engine.sql" <<SQL
+SELECT p, format('SELECT queen.log_push_one_v1(%L, %L, 100, %L::bytea, -1, %L::bytea, NULL, 0);',
+		'$q', 'p-' || p, h, b)
+  FROM (SELECT string_agg(queen.txn_hash(x->>'transactionId'), ''::bytea ORDER BY i) AS h,
+               queen.segment_pack(jsonb_agg(x ORDER BY i)) AS b
+          FROM (SELECT i, jsonb_build_object('id', queen.uuid_generate_v7(),
+                       'transactionId', 'tx-' || i, 'payload', e->'payload') AS x
+                  FROM jsonb_array_elements(($req)::jsonb->'items') WITH ORDINALITY AS t(e, i)) f) s,
+       generate_series(0, 15) AS p
+SQL
+		[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir/engine.sql"
+		"$psql" -F $'\t' -f "$dir/engine.sql" | while IFS=$'\t' read -r p line; do
+			printf '%s\n' "$line" >"$dir/scripts/$q.$v.$p.sql"
+		done
+	done
+	rm -f "$dir/scripts/${q}_src".*.sql "$dir/engine.sql"
+}

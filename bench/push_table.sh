@@ -76,28 +76,11 @@ create_queue() {	# the queue and its partitions p-0..p-15
 		'queue', '$1', 'partition', 'p-' || i, 'payload', '{}'::jsonb)))) FROM generate_series(0, 15) i" >/dev/null
 }
 engine_scripts() {	# the engine floor: one pre-packed segment per (variant, partition), window 0
-	local q=$1 v req
+	local q=$1
 	gen "${q}_src" notxn "$q"
 	create_queue "$q"
 	Q -c "UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = '$q'"
-	for v in $(seq 1 "$VARIANTS"); do
-		req=$(sed -n 's/^SELECT queen.push(\(.*\)::jsonb);$/\1/p' "$W/scripts/${q}_src.$v.0.sql")
-		cat >"$W/engine.sql" <<SQL
-SELECT p, format('SELECT queen.log_push_one_v1(%L, %L, 100, %L::bytea, -1, %L::bytea, NULL, 0);',
-		'$q', 'p-' || p, h, b)
-  FROM (SELECT string_agg(queen.txn_hash(x->>'transactionId'), ''::bytea ORDER BY i) AS h,
-               queen.segment_pack(jsonb_agg(x ORDER BY i)) AS b
-          FROM (SELECT i, jsonb_build_object('id', queen.uuid_generate_v7(),
-                       'transactionId', 'tx-' || i, 'payload', e->'payload') AS x
-                  FROM jsonb_array_elements(($req)::jsonb->'items') WITH ORDINALITY AS t(e, i)) f) s,
-       generate_series(0, 15) AS p
-SQL
-		[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W/engine.sql"
-		Q -F $'\t' -f "$W/engine.sql" | while IFS=$'\t' read -r p line; do
-			printf '%s\n' "$line" >"$W/scripts/$q.$v.$p.sql"
-		done
-	done
-	rm -f "$W/scripts/${q}_src".*.sql
+	bench_engine_scripts "$q" "$W" Q
 	[ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$W/scripts"
 	true
 }

@@ -45,8 +45,9 @@ KEEP=${QS_BENCH_KEEP:-0}
 VARIANTS=4
 NCPU=$(nproc)
 
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck disable=SC2034 # bench/lib.sh logs with it
+TAG=bench
+. bench/lib.sh
 
 # One install+benchmark at a time per machine (scripts/test.sh takes the same lock).
 exec 9>/tmp/queen_streams.test.lock
@@ -270,26 +271,9 @@ fresh_queue() {	# fresh_queue NAME MODE: generate its scripts, create its partit
 # (what Queen's broker sends: frames, zstd and hashes are built outside PG),
 # dedup window 0. One file per (variant, partition), the same payloads.
 engine_scripts() {	# engine_scripts QUEUE
-	local q=$1 v req
+	local q=$1
 	gen "${q}_src" notxn "$q"
-	for v in $(seq 1 "$VARIANTS"); do
-		req=$(sed -n 's/^SELECT queen.push(\(.*\)::jsonb);$/\1/p' "$WORK/scripts/${q}_src.$v.0.sql")
-		cat >"$WORK/engine.sql" <<SQL
-SELECT p, format('SELECT queen.log_push_one_v1(%L, %L, 100, %L::bytea, -1, %L::bytea, NULL, 0);',
-		'$q', 'p-' || p, h, b)
-  FROM (SELECT string_agg(queen.txn_hash(x->>'transactionId'), ''::bytea ORDER BY i) AS h,
-               queen.segment_pack(jsonb_agg(x ORDER BY i)) AS b
-          FROM (SELECT i, jsonb_build_object('id', queen.uuid_generate_v7(),
-                       'transactionId', 'tx-' || i, 'payload', e->'payload') AS x
-                  FROM jsonb_array_elements(($req)::jsonb->'items') WITH ORDINALITY AS t(e, i)) f) s,
-       generate_series(0, 15) AS p
-SQL
-		[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$WORK/engine.sql"
-		PSQL -F $'\t' -f "$WORK/engine.sql" | while IFS=$'\t' read -r p line; do
-			printf '%s\n' "$line" >"$WORK/scripts/$q.$v.$p.sql"
-		done
-	done
-	rm -f "$WORK/scripts/${q}_src".*.sql "$WORK/engine.sql"
+	bench_engine_scripts "$q" "$WORK" PSQL
 	[ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$WORK/scripts"
 	create_queue "$q"
 }

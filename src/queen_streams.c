@@ -1,7 +1,7 @@
 /*
  * queen_streams.c: module magic and _PG_init, which only dispatches.
  */
-#include "common/common.h"
+#include "common/guc.h"
 #include "http/http.h"
 #include "storage/storage.h"
 #include "streams/streams.h"
@@ -14,7 +14,10 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	/* each floor its own settings; the prefix reserved once, after them all */
 	qs_guc_init();
+	qs_storage_guc_init();
+	qs_streams_guc_init();
 	qs_http_guc_init();
 	MarkGUCPrefixReserved("queen_streams");
 	qs_storage_init();			/* shared memory: corrupt-segment fence */

@@ -47,8 +47,9 @@ ROUNDS=${QS_BENCH_ROUNDS:-3}
 PORT=$((20000 + RANDOM % 20000))
 HTTP_PORT=$((PORT + 1))
 
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-log() { printf '[bench/http/gc %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck disable=SC2034 # bench/lib.sh logs with it
+TAG=bench/http/gc
+. bench/lib.sh
 
 if [ "${QS_BENCH_LOCK:-1}" != 0 ]; then
 	exec 9>/tmp/queen_streams.test.lock
@@ -65,8 +66,6 @@ WORK=$(mktemp -d /tmp/qs-bench-gc.XXXXXX)
 chmod 755 "$WORK"
 [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$WORK"
 DATA="$WORK/data"
-. bench/huge_pages.sh
-. bench/median.sh
 trap 'as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$WORK"; bench_huge_pages_release' EXIT
 bench_huge_pages 1280	# shared_buffers and slack
 

@@ -3,7 +3,7 @@
  * functions take text from URLs and bodies; an empty string means absent,
  * as an empty query parameter does over HTTP.
  */
-#include "common/common.h"
+#include "common/args.h"
 
 #include "utils/builtins.h"
 #include "utils/datetime.h"

@@ -3,7 +3,7 @@
  * (the HTTP listener's, the declared streams'), all alike but for their
  * entry point, start time and names. Called from _PG_init's dispatch.
  */
-#include "common/common.h"
+#include "common/workers.h"
 
 #include "postmaster/bgworker.h"
 

@@ -1,28 +1,17 @@
 /*
- * guc.c: the settings of the storage engine, encryption and access tokens.
- * The listener's own settings are in src/http/settings.c; _PG_init defines
- * both, then reserves the prefix.
+ * guc.c: the settings of what every floor shares: the heap a backend keeps,
+ * the secrets (access tokens, the encryption key: secret_file.c reads them), and the database the library's workers (the listener's and
+ * the stream workers') connect to. Each floor defines its own (storage and
+ * streams in their guc.c, the listener in src/http/settings.c); _PG_init
+ * calls them, then reserves the prefix once.
  */
-#include "common/common.h"
+#include "common/guc.h"
+#include "common/jwt.h"
 
 #include "miscadmin.h"
 #include "utils/guc.h"
 
-int			qs_zstd_level = 1;
-int			qs_max_segment_kb = 262144;
-int			qs_dedup_cache_entries = 262144;
-int			qs_dedup_partition_entries = 0;
-int			qs_dedup_key_budget = 262144;
 int			qs_backend_heap_keep_kb = 8192;
-int			qs_max_pop_batch = 10000;
-int			qs_max_pop_partitions = 1000;
-char	   *qs_encryption_key = NULL;
-char	   *qs_encryption_key_file = NULL;
-bool		qs_encryption_fail_open = false;
-bool		qs_encryption_unbound_read = true;
-bool		qs_ack_requires_lease = false;
-int			qs_stream_workers = 1;
-int			qs_stream_poll_ms = 1000;
 int			qs_auth_mode = QS_AUTH_OFF;
 char	   *qs_jwt_secret = NULL;
 char	   *qs_jwt_secret_file = NULL;
@@ -31,6 +20,9 @@ char	   *qs_jwt_tenant_claim = NULL;
 bool		qs_jwt_require_exp = false;
 char	   *qs_jwt_issuer = NULL;
 char	   *qs_jwt_audience = NULL;
+char	   *qs_encryption_key = NULL;
+char	   *qs_encryption_key_file = NULL;
+static char *workers_database = NULL;
 
 static const struct config_enum_entry auth_options[] = {
 	{"off", QS_AUTH_OFF, false},
@@ -41,23 +33,15 @@ static const struct config_enum_entry auth_options[] = {
 void
 qs_guc_init(void)
 {
-	DefineCustomIntVariable("queen_streams.stream_workers",
-							gettext_noop("Background workers that run declared streams (0: none)."),
-							gettext_noop("Separate from the HTTP workers; they share the streams' partitions "
-										 "through the source leases."),
-							&qs_stream_workers,
-							1, 0, 64,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen_streams.stream_poll_interval",
-							gettext_noop("Longest a stream worker sleeps before it looks for work again."),
-							gettext_noop("A push that commits wakes the workers at once; the interval bounds "
-										 "how late idle flushes and expired leases are seen."),
-							&qs_stream_poll_ms,
-							1000, 10, 60000,
-							PGC_SIGHUP, GUC_UNIT_MS,
-							NULL, NULL, NULL);
+	/* PGC_POSTMASTER settings can only be defined while preloading. */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("queen_streams.database",
+								   gettext_noop("Database the HTTP workers connect to."),
+								   NULL,
+								   &workers_database,
+								   "postgres",
+								   PGC_POSTMASTER, 0,
+								   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.backend_heap_keep",
 							gettext_noop("Freed heap a backend running queen_streams code keeps for its next call (0: glibc's default, 128 kB)."),
@@ -66,71 +50,6 @@ qs_guc_init(void)
 							&qs_backend_heap_keep_kb,
 							8192, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
-							NULL, NULL, NULL);
-
-	/*
-	 * Both as large as a declared stream may ask (definition.c) and far above
-	 * what Queen's clients send (batch 200, partitions 4). SUSET: an
-	 * administrator may raise them for one role (ALTER ROLE ... SET), a
-	 * caller not for itself.
-	 */
-	DefineCustomIntVariable("queen_streams.max_pop_batch",
-							gettext_noop("Largest batch one pop may ask for."),
-							gettext_noop("A pop that asks for more is refused (22023, HTTP 400) before it reads anything."),
-							&qs_max_pop_batch,
-							10000, 1, INT_MAX,
-							PGC_SUSET, 0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen_streams.max_pop_partitions",
-							gettext_noop("Most partitions one wildcard pop may ask to claim."),
-							gettext_noop("A pop that asks for more is refused (22023, HTTP 400) before it reads anything."),
-							&qs_max_pop_partitions,
-							1000, 1, INT_MAX,
-							PGC_SUSET, 0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen_streams.zstd_level",
-							gettext_noop("zstd compression level of new log segments."),
-							gettext_noop("Segments under 1 kB packed are written at level -1."),
-							&qs_zstd_level,
-							1, 1, 19,
-							PGC_USERSET, 0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen_streams.max_segment_size",
-							gettext_noop("Largest decompressed log segment that is written or read."),
-							gettext_noop("A push whose packed frames for one partition exceed it is refused; "
-										 "a stored segment that claims more is reported as corrupt."),
-							&qs_max_segment_kb,
-							262144, 64, 1048575,
-							PGC_SUSET, GUC_UNIT_KB,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen_streams.dedup_cache_entries",
-							gettext_noop("Transaction-id hashes the server keeps in shared memory to answer push dedup probes."),
-							gettext_noop("About 92 bytes of shared memory each, reserved and touched at start when the library is "
-										 "preloaded. A partition whose dedup window holds more than fits is probed "
-										 "by key (queen.log_txn_keys)."),
-							&qs_dedup_cache_entries,
-							262144, 1024, INT_MAX / 2,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen_streams.dedup_partition_entries",
-							gettext_noop("Most hashes one partition may hold in the dedup cache (0: no limit but the cache's)."),
-							gettext_noop("A partition that would hold more is probed by key (queen.log_txn_keys) instead."),
-							&qs_dedup_partition_entries,
-							0, 0, INT_MAX / 2,
-							PGC_SUSET, 0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen_streams.dedup_key_budget",
-							gettext_noop("Most hashes one dedup probe turns into keys (queen.log_txn_keys)."),
-							gettext_noop("A larger backlog is keyed over several probes, each reading the window past the keys meanwhile."),
-							&qs_dedup_key_budget,
-							262144, 1000, INT_MAX / 2,
-							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("queen_streams.encryption_key",
@@ -150,32 +69,6 @@ qs_guc_init(void)
 							   "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   qs_check_encryption_key_file, qs_assign_encryption_key_file, NULL);
-
-	DefineCustomBoolVariable("queen_streams.encryption_fail_open",
-							 gettext_noop("Store plaintext, with a WARNING, when a queue with encryption enabled has no usable key."),
-							 gettext_noop("Off: such a push is refused and nothing is stored. On: Queen's behaviour."),
-							 &qs_encryption_fail_open,
-							 false,
-							 PGC_SUSET, 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("queen_streams.encryption_unbound_read",
-							 gettext_noop("Decrypt envelopes not bound to their partition and message (written before 0.8.0, or by Queen)."),
-							 gettext_noop("Off once none is left: such an envelope could be copied into another queue "
-										  "and read there."),
-							 &qs_encryption_unbound_read,
-							 true,
-							 PGC_SUSET, 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("queen_streams.ack_requires_lease",
-							 gettext_noop("Refuse an ack without leaseId of a message that a live lease covers."),
-							 gettext_noop("Off (Queen's behaviour): an ack without leaseId skips the lease check "
-										  "and can commit another consumer's leased batch."),
-							 &qs_ack_requires_lease,
-							 false,
-							 PGC_SUSET, 0,
-							 NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("queen_streams.auth",
 							 gettext_noop("Access control of the HTTP listener: off, or jwt (Authorization: Bearer)."),
@@ -237,4 +130,15 @@ qs_guc_init(void)
 							   "",
 							   PGC_SUSET, 0,
 							   NULL, NULL, NULL);
+}
+
+/*
+ * The database the HTTP workers and the stream workers connect to
+ * (queen_streams.database); defined only while preloading, as are the
+ * workers.
+ */
+const char *
+qs_workers_database(void)
+{
+	return workers_database;
 }

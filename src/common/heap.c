@@ -11,7 +11,8 @@
  * it connects to SPI, so a reload takes effect at the next call); the HTTP
  * workers, whose groups grow larger, choose their own amount (worker.c).
  */
-#include "common/common.h"
+#include "common/guc.h"
+#include "common/workers.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>

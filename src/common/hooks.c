@@ -4,7 +4,7 @@
  * listener (a push committed: wake its long-poll pops, count it), it calls
  * a hook that the higher layer set at load time, never its header.
  */
-#include "common/common.h"
+#include "common/hooks.h"
 
 QsPushedHook qs_pushed_hook = NULL;
 QsStreamedHook qs_streamed_hook = NULL;

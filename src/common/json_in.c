@@ -4,7 +4,8 @@
  * `what` names the object being read ("item 3", "request") so an error says
  * exactly which field of which element was wrong.
  */
-#include "common/common.h"
+#include "common/ids.h"
+#include "common/json.h"
 
 #include "utils/builtins.h"
 #include "utils/numeric.h"

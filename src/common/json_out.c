@@ -5,7 +5,8 @@
  * building text and parsing it once is the simplest path; the answers of the
  * text entries (queen.push_text, queen.pop_text) are this text itself.
  */
-#include "common/common.h"
+#include "common/ids.h"
+#include "common/json.h"
 
 #include "utils/builtins.h"
 #include "utils/datetime.h"

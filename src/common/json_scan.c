@@ -15,7 +15,7 @@
  * that can fail it), in text order and only once the token after them is
  * known to lex, so their error is the parser's too.
  */
-#include "common/common.h"
+#include "common/json.h"
 
 #include "miscadmin.h"
 #include "utils/builtins.h"

@@ -5,7 +5,7 @@
  * and ids would otherwise be lexed and sorted again on every call).
  * The value equals what jsonb_in makes of the same text.
  */
-#include "common/common.h"
+#include "common/json.h"
 
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"

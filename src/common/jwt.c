@@ -9,7 +9,10 @@
  * algorithm names a key type that is not configured, which is what stops
  * algorithm confusion (an RS256 public key used as an HMAC secret).
  */
-#include "common/common.h"
+#include "common/guc.h"
+#include "common/json.h"
+#include "common/jwt.h"
+#include "common/spi.h"
 
 #include "common/base64.h"
 #include "common/jsonapi.h"

@@ -12,7 +12,9 @@
  * ssl_key_file), empty or malformed makes the value invalid: PostgreSQL logs
  * the path and why, and keeps the previous value (and contents) on a reload.
  */
-#include "common/common.h"
+#include "common/guc.h"
+#include "common/ids.h"
+#include "common/jwt.h"
 
 #include "utils/guc.h"
 

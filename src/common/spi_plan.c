@@ -7,7 +7,8 @@
  * LIMIT given as a parameter makes the generic plan look dearer than it is,
  * so without the mark such a statement is planned again at every call.
  */
-#include "common/common.h"
+#include "common/spi.h"
+#include "common/workers.h"
 
 static SPIPlanPtr
 qs_plan(QsPlan *p)

@@ -20,7 +20,7 @@
  *
  * Also here: the log line of an error that a PG_CATCH elsewhere drops.
  */
-#include "common/common.h"
+#include "common/spi.h"
 
 #include "access/xact.h"
 #include "utils/resowner.h"

@@ -1,7 +1,7 @@
 /*
  * tenant.c: the request tenant. A NULL tenant argument is the default tenant.
  */
-#include "common/common.h"
+#include "common/ids.h"
 
 const pg_uuid_t qs_default_tenant = {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
 

@@ -6,7 +6,7 @@
  * the limit push applies. Stored text must read back and dump cleanly, and
  * a C string cut short at a NUL would silently name something else.
  */
-#include "common/common.h"
+#include "common/text.h"
 
 #include "mb/pg_wchar.h"
 

@@ -6,7 +6,7 @@
  * count), then 62 random bits. If the clock stalls or steps back we keep
  * counting on the last millisecond, so ids never go backwards.
  */
-#include "common/common.h"
+#include "common/ids.h"
 
 #include <openssl/rand.h>
 

@@ -19,6 +19,8 @@
  *   never "nothing was committed".
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 #include "storage/storage.h"
 
 #include "catalog/pg_type_d.h"

@@ -16,6 +16,7 @@
  * worker holds fewer passes it over (SCM_RIGHTS on a unix datagram socket).
  */
 #include "http/http_int.h"
+#include "common/ids.h"
 
 #include <microhttpd.h>
 #include <netdb.h>

@@ -34,6 +34,7 @@
  * had failed keep their own answer.
  */
 #include "http/http_int.h"
+#include "common/spi.h"
 
 #include "access/xact.h"
 #include "miscadmin.h"

@@ -4,7 +4,7 @@
 #ifndef QS_HTTP_H
 #define QS_HTTP_H
 
-#include "common/common.h"
+#include "common/base.h"
 
 /* worker.c: shared memory and the static workers; only acts when preloaded */
 extern void qs_http_init(void);

@@ -7,9 +7,11 @@
 #define QS_HTTP_INT_H
 
 #include "http/http.h"
+#include "common/jwt.h"
 #include "http/pattern.h"
 
 #include "lib/ilist.h"
+#include "utils/jsonb.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/spin.h"
@@ -21,7 +23,6 @@ struct sockaddr;
 extern int	qs_http_port;
 extern char *qs_http_listen_address;
 extern int	qs_http_workers;
-extern char *qs_http_database;
 extern int	qs_http_max_body_bytes;
 extern int	qs_http_max_header_bytes;
 extern int	qs_http_header_timeout_ms;

@@ -4,6 +4,8 @@
  * that lets acks (which name only a partition) count on their queue.
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 #include "storage/storage.h"
 #include "streams/streams.h"
 

@@ -9,6 +9,8 @@
  * (lag: the largest) into one series labelled "(other)".
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 #include "storage/storage.h"
 
 #include "catalog/pg_type_d.h"

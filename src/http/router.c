@@ -12,6 +12,10 @@
  * otherwise); the worker goes on.
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/json.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include <microhttpd.h>
 

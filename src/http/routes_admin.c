@@ -5,6 +5,8 @@
  * queen.delete_queue) under the request tenant.
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"

@@ -6,6 +6,8 @@
  * error maps to its status in the router (invalid input 400, not found 404).
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include <microhttpd.h>
 

@@ -10,6 +10,8 @@
  * A pop with wait=true that finds nothing waits (parked.c) and is retried.
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 #include "storage/storage.h"
 
 #include <microhttpd.h>

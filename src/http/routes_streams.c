@@ -10,6 +10,8 @@
  * missing one, before the function runs.
  */
 #include "http/http_int.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "storage/storage.h"

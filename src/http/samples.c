@@ -11,6 +11,9 @@
  * sample_seq move while it read starts again.
  */
 #include "http/http_int.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/json.h"
 
 #include "miscadmin.h"
 #include "utils/builtins.h"

@@ -36,6 +36,7 @@
  * and never raises: memory is malloc'd, failures close the socket.
  */
 #include "http/http_int.h"
+#include "common/ids.h"
 
 #include <sys/epoll.h>
 #include <sys/resource.h>

@@ -1,6 +1,6 @@
 /*
  * settings.c: the HTTP listener's settings. Those that shape processes
- * (port, workers, database) need a restart; the limits reload on SIGHUP.
+ * (port, workers) need a restart; the limits reload on SIGHUP.
  */
 #include "http/http_int.h"
 
@@ -10,7 +10,6 @@
 int			qs_http_port = 6632;
 char	   *qs_http_listen_address = NULL;
 int			qs_http_workers = 2;
-char	   *qs_http_database = NULL;
 int			qs_http_max_body_bytes = 16 * 1024 * 1024;
 int			qs_http_max_header_bytes = 16 * 1024;
 int			qs_http_header_timeout_ms = 10000;
@@ -63,13 +62,6 @@ qs_http_guc_init(void)
 								2, 1, QS_MAX_WORKERS,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
-		DefineCustomStringVariable("queen_streams.database",
-								   gettext_noop("Database the HTTP workers connect to."),
-								   NULL,
-								   &qs_http_database,
-								   "postgres",
-								   PGC_POSTMASTER, 0,
-								   NULL, NULL, NULL);
 	}
 
 	DefineCustomIntVariable("queen_streams.max_body_bytes",

@@ -11,6 +11,7 @@
  * queues do not keep another's new queues out of /metrics for good.
  */
 #include "http/http_int.h"
+#include "common/workers.h"
 
 #include "access/xact.h"
 #include "common/hashfn.h"
@@ -28,14 +29,9 @@ const char *const qs_stat_names[QS_STAT_COUNT] = {
 	"pushed", "popped", "acked", "nacked", "cycles", "cycles_failed"
 };
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
 static void
 qs_shmem_request(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(offsetof(QsHttpShared, stats) +
 									sizeof(QsQueueStat) * (Size) qs_http_metrics_queues));
 }
@@ -45,18 +41,13 @@ qs_shmem_startup(void)
 {
 	bool		found;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	qs_http_shared = ShmemInitStruct("queen_streams http",
+	qs_http_shared = qs_shmem_struct("queen_streams http",
 									 offsetof(QsHttpShared, stats) +
 									 sizeof(QsQueueStat) * (Size) qs_http_metrics_queues, &found);
 	if (!found)
 	{
 		QsHttpShared *s = qs_http_shared;
 
-		memset(s, 0, offsetof(QsHttpShared, stats) + sizeof(QsQueueStat) * (Size) qs_http_metrics_queues);
 		SpinLockInit(&s->mutex);
 		s->nstats = qs_http_metrics_queues;
 		pg_atomic_init_u64(&s->wakes, 0);
@@ -92,16 +83,12 @@ qs_shmem_startup(void)
 		s->stat_version = 1;
 		pg_atomic_write_u32(&s->stats[0].ready, 1);
 	}
-	LWLockRelease(AddinShmemInitLock);
 }
 
 void
 qs_http_shmem_init(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = qs_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = qs_shmem_startup;
+	qs_shmem_add(qs_shmem_request, qs_shmem_startup);
 }
 
 uint64

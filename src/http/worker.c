@@ -15,6 +15,10 @@
  * until the node is the primary.
  */
 #include "http/http_int.h"
+#include "common/guc.h"
+#include "common/hooks.h"
+#include "common/spi.h"
+#include "common/workers.h"
 #include "storage/storage.h"
 
 #include "access/xact.h"
@@ -356,7 +360,7 @@ worker_start(Loop *l, int index)
 	 */
 	qs_heap_keep_fixed(64 * 1024);
 
-	BackgroundWorkerInitializeConnection(qs_http_database, NULL, 0);
+	BackgroundWorkerInitializeConnection(qs_workers_database(), NULL, 0);
 	pgstat_report_appname("queen_streams http");
 
 	memset(l, 0, sizeof(Loop));

@@ -10,6 +10,8 @@
  *    decides the batch's fate (retry budget, dead letter, or drop).
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "common/jsonapi.h"

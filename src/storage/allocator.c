@@ -4,6 +4,9 @@
  * partition row lock, segment and hash rows.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"

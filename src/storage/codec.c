@@ -6,6 +6,7 @@
  *        | u16 LE txn_len | txn | [u16 LE psub_len | psub] | payload
  */
 #include "storage/storage.h"
+#include "common/ids.h"
 
 #include "funcapi.h"
 #include "utils/builtins.h"

@@ -11,6 +11,10 @@
  * anything is written.
  */
 #include "storage/storage.h"
+#include "common/hooks.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"

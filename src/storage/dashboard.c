@@ -9,6 +9,9 @@
  * Pushed messages per bucket come from the segments' (created_at, size).
  */
 #include "storage/resources.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

@@ -11,6 +11,9 @@
  * Dead letters belong to the tenant of their partition's queue.
  */
 #include "storage/dlq.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "datatype/timestamp.h"

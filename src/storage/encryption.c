@@ -22,6 +22,8 @@
  * WARNING.
  */
 #include "storage/storage.h"
+#include "common/guc.h"
+#include "common/ids.h"
 
 #include "common/base64.h"
 #include "common/jsonapi.h"

@@ -11,6 +11,9 @@
  * past a retention gap.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/workers.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
@@ -42,33 +45,14 @@ typedef struct QsFenceShared
 
 static QsFenceShared *fence_shared = NULL;
 static QsFenceShared *fence_local = NULL;	/* not preloaded: per process */
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
-fence_shmem_request(void)
+fence_shmem_init(void *mem)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(QsFenceShared)));
-}
+	QsFenceShared *f = mem;
 
-static void
-fence_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	fence_shared = ShmemInitStruct("queen_streams fence", sizeof(QsFenceShared), &found);
-	if (!found)
-	{
-		memset(fence_shared, 0, sizeof(QsFenceShared));
-		pg_atomic_init_u64(&fence_shared->skips, 0);
-		SpinLockInit(&fence_shared->lock);
-	}
-	LWLockRelease(AddinShmemInitLock);
+	pg_atomic_init_u64(&f->skips, 0);
+	SpinLockInit(&f->lock);
 }
 
 /* From _PG_init: the shared counter, when preloaded. */
@@ -77,10 +61,8 @@ qs_storage_init(void)
 {
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = fence_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = fence_shmem_startup;
+	qs_shmem_add_struct("queen_streams fence", sizeof(QsFenceShared), (void **) &fence_shared,
+						fence_shmem_init);
 }
 
 /* Wildcard pops that stepped over a damaged partition, since server start. */

@@ -11,6 +11,9 @@
  * Every function sees only the queues of its tenant.
  */
 #include "storage/storage.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

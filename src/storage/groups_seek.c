@@ -7,6 +7,9 @@
  * id order, as ack locks them.
  */
 #include "storage/storage.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

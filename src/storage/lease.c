@@ -3,6 +3,8 @@
  * Extends every live lease of a worker under the tenant, never shortening one.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"

@@ -15,6 +15,9 @@
  * which every change sends at commit.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "access/xact.h"
 #include "catalog/namespace.h"

@@ -9,6 +9,9 @@
  * read, newest first, until the transaction id turns up.
  */
 #include "storage/resources.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

@@ -10,6 +10,9 @@
  * is counted from offsets alone and never fetched or decoded.
  */
 #include "storage/resources.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

@@ -7,6 +7,10 @@
  * either lease the batch or, with auto-ack, move the cursor past it.
  */
 #include "storage/storage.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"

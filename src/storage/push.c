@@ -5,6 +5,10 @@
  * (the global lock order), intra-request duplicates collapsed.
  */
 #include "storage/storage.h"
+#include "common/hooks.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 
 #include "common/hashfn.h"

@@ -18,6 +18,9 @@
  * text has parsed, so a syntax error anywhere is still reported first.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"

@@ -26,6 +26,8 @@
  * partitions older than the oldest backlog otherwise.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "funcapi.h"

@@ -11,6 +11,7 @@
  * returns false).
  */
 #include "storage/storage.h"
+#include "common/ids.h"
 
 #include "access/genam.h"
 #include "access/table.h"

@@ -16,6 +16,9 @@
  * so total = pending + completed + the stored dead-lettered offsets.
  */
 #include "storage/resources.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

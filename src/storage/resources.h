@@ -6,6 +6,7 @@
 #define QS_RESOURCES_H
 
 #include "storage/storage.h"
+#include "common/json.h"
 
 /* Whole seconds, YYYY-MM-DDTHH:MI:SSZ (Queen's throughput bucket stamps). */
 extern void qsr_time_s(QsJson *j, const char *key, TimestampTz ts);

@@ -6,6 +6,8 @@
  * in offsets, so the new watermark stamps come from one index probe each.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 

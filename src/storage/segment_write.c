@@ -9,6 +9,7 @@
  * initialisation) than these rows cost to write.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
 
 #include "access/table.h"
 #include "access/tableam.h"

@@ -5,7 +5,24 @@
 #ifndef QS_STORAGE_H
 #define QS_STORAGE_H
 
-#include "common/common.h"
+#include "common/base.h"
+#include "common/json.h"
+
+#include "storage/itemptr.h"
+#include "utils/relcache.h"
+
+/* guc.c: the storage engine's settings */
+extern int	qs_zstd_level;
+extern int	qs_max_segment_kb;
+extern int	qs_dedup_cache_entries;
+extern int	qs_dedup_partition_entries;
+extern int	qs_dedup_key_budget;
+extern int	qs_max_pop_batch;
+extern int	qs_max_pop_partitions;
+extern bool qs_encryption_fail_open;
+extern bool qs_encryption_unbound_read;
+extern bool qs_ack_requires_lease;
+extern void qs_storage_guc_init(void);
 
 /* Frame flags. */
 #define QS_FLAG_TRACE		0x01
@@ -136,13 +153,14 @@ extern void qs_frame_ids_at(const pg_uuid_t *pid, const int64 *offsets, int n,
 extern bool qs_segment_at(Datum pid, int64 offset, int64 *base, int64 *end, TimestampTz *created);
 extern bool qs_segment_covering(Datum pid, int64 offset, int64 *base, int64 *end);
 
-/* dedup.c: the dedup probe over a shared cache of stored hashes */
+/* dedup.c: the dedup probe over a shared cache of stored hashes (dedup_*.c) */
 extern void qs_dedup_probe(const pg_uuid_t *pid, int window, int64 last_offset,
 						   int64 txns_start, int64 verified, int count,
 						   const uint8 *hashes, const bool *probe, TimestampTz now,
 						   QsAppendResult *res);
 extern void qs_dedup_record(const pg_uuid_t *pid, int64 base, int count,
 							const uint8 *hashes, TimestampTz created_at, bool dedup_on);
+/* dedup_index.c: the cache's shared memory, its occupancy and counters */
 extern void qs_dedup_shmem_init(void);
 
 /* why the dedup cache was passed over whole, under its lock */

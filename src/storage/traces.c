@@ -10,6 +10,9 @@
  * sorted, as Queen lists them.
  */
 #include "storage/dlq.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"

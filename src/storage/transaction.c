@@ -36,6 +36,9 @@
  * is checked.
  */
 #include "storage/storage.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"

@@ -27,6 +27,9 @@
  * The soundness argument is in the README (Streams, stale cycles).
  */
 #include "streams/streams.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "access/xact.h"
 #include "catalog/namespace.h"

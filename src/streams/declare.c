@@ -10,6 +10,10 @@
  * true in create_stream's definition) is its documented fix.
  */
 #include "streams/streams.h"
+#include "common/args.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"

@@ -10,6 +10,9 @@
  * run option (batch, lease, partitions, idle_flush) keeps the open windows.
  */
 #include "streams/streams.h"
+#include "common/args.h"
+#include "common/spi.h"
+#include "common/text.h"
 
 #include "common/cryptohash.h"
 #include "common/sha2.h"

@@ -7,6 +7,7 @@
  * rules compare against).
  */
 #include "streams/streams.h"
+#include "common/workers.h"
 
 #include "common/hashfn.h"
 #include "funcapi.h"
@@ -56,37 +57,18 @@ typedef struct StreamShared
 } StreamShared;
 
 static StreamShared *shared = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
-streams_shmem_request(void)
+streams_shmem_init(void *mem)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(StreamShared)));
-}
+	StreamShared *s = mem;
 
-static void
-streams_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("queen_streams streams", sizeof(StreamShared), &found);
-	if (!found)
-	{
-		memset(shared, 0, sizeof(StreamShared));
-		pg_atomic_init_u32(&shared->active, 0);
-		for (int i = 0; i < QS_SC_COUNT; i++)
-			pg_atomic_init_u64(&shared->counters[i], 0);
-		for (int i = 0; i < QS_MAX_STREAM_WORKERS; i++)
-			pg_atomic_init_u64(&shared->slots[i].cycles, 0);
-		SpinLockInit(&shared->ripe_lock);
-	}
-	LWLockRelease(AddinShmemInitLock);
+	pg_atomic_init_u32(&s->active, 0);
+	for (int i = 0; i < QS_SC_COUNT; i++)
+		pg_atomic_init_u64(&s->counters[i], 0);
+	for (int i = 0; i < QS_MAX_STREAM_WORKERS; i++)
+		pg_atomic_init_u64(&s->slots[i].cycles, 0);
+	SpinLockInit(&s->ripe_lock);
 }
 
 void
@@ -94,10 +76,8 @@ qs_streams_init(void)
 {
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = streams_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = streams_shmem_startup;
+	qs_shmem_add_struct("queen_streams streams", sizeof(StreamShared), (void **) &shared,
+						streams_shmem_init);
 
 	qs_register_workers(qs_stream_workers, BgWorkerStart_RecoveryFinished, "qs_stream_worker_main",
 						"queen_streams stream worker", "queen_streams stream");

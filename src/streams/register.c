@@ -7,6 +7,8 @@
  * unless `reset` wipes its state first.
  */
 #include "streams/streams.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"

@@ -28,6 +28,11 @@
  * at most queen_streams.stream_poll_interval.
  */
 #include "streams/streams.h"
+#include "common/guc.h"
+#include "common/hooks.h"
+#include "common/ids.h"
+#include "common/spi.h"
+#include "storage/storage.h"
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -647,7 +652,6 @@ record_unregistered(MemoryContext cxt, Stream *s)
 void
 qs_stream_worker_main(Datum main_arg)
 {
-	const char *db;
 	MemoryContext pass_cxt;
 	TimestampTz next_flush = 0;
 	TimestampTz next_unregistered = 0;
@@ -657,9 +661,7 @@ qs_stream_worker_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	/* the database the listener serves (src/http/settings.c) */
-	db = GetConfigOption("queen_streams.database", true, false);
-	BackgroundWorkerInitializeConnection(db && db[0] ? db : "postgres", NULL, 0);
+	BackgroundWorkerInitializeConnection(qs_workers_database(), NULL, 0);
 	pgstat_report_appname("queen_streams stream");
 	qs_stream_worker_started(my_index);
 

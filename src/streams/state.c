@@ -15,6 +15,8 @@
  * the prefix becomes a range on the primary key (keys are COLLATE "C").
  */
 #include "streams/streams.h"
+#include "common/ids.h"
+#include "common/spi.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/array.h"

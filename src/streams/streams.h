@@ -6,7 +6,13 @@
 #ifndef QS_STREAMS_H
 #define QS_STREAMS_H
 
-#include "common/common.h"
+#include "common/base.h"
+#include "common/json.h"
+
+/* guc.c: the stream workers' settings */
+extern int	qs_stream_workers;
+extern int	qs_stream_poll_ms;
+extern void qs_streams_guc_init(void);
 
 /* Route names as the listener and queen_streams.http_status() spell them. */
 #define QS_ROUTE_QUERIES	"queries"

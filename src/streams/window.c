@@ -22,6 +22,7 @@
 #include "streams/streams.h"
 
 #include <math.h>
+#include <time.h>
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -472,9 +473,14 @@ json_value_out(QsJson *j, const char *key, Jsonb *jb)
 	qsj_raw(j, key, s, strlen(s));
 }
 
-/* The accumulator as state keeps it. */
+/*
+ * The accumulator out, as state keeps it or (`result`) as the sink message
+ * shows it: count, sum, min and max the same either way; avg as its sum and
+ * count, or their quotient; first and last with their time, or the value
+ * alone; count distinct as its values, or how many.
+ */
 static void
-acc_state(QsJson *j, const QsAggDef *g, Acc *a)
+acc_out(QsJson *j, const QsAggDef *g, Acc *a, bool result)
 {
 	switch (g->fn)
 	{
@@ -487,14 +493,25 @@ acc_state(QsJson *j, const QsAggDef *g, Acc *a)
 			num_out(j, g->name, a->has_num, a->num);
 			break;
 		case QS_AGG_AVG:
-			qsj_object(j, g->name);
-			num_out(j, "sum", a->has_num, a->num);
-			qsj_int(j, "n", a->n);
-			qsj_end_object(j);
+			if (!result)
+			{
+				qsj_object(j, g->name);
+				num_out(j, "sum", a->has_num, a->num);
+				qsj_int(j, "n", a->n);
+				qsj_end_object(j);
+			}
+			else if (a->n == 0)
+				qsj_null(j, g->name);
+			else
+				num_out(j, g->name, true,
+						DatumGetNumeric(DirectFunctionCall2(numeric_div, NumericGetDatum(a->num),
+															NumericGetDatum(int64_to_numeric(a->n)))));
 			break;
 		case QS_AGG_FIRST:
 		case QS_AGG_LAST:
-			if (a->val == NULL)
+			if (result)
+				json_value_out(j, g->name, a->val);
+			else if (a->val == NULL)
 				qsj_null(j, g->name);
 			else
 			{
@@ -505,6 +522,9 @@ acc_state(QsJson *j, const QsAggDef *g, Acc *a)
 			}
 			break;
 		case QS_AGG_COUNT_DISTINCT:
+			if (result)
+				qsj_int(j, g->name, list_length(distinct_set(a->distinct)));
+			else
 			{
 				ListCell   *lc;
 
@@ -517,36 +537,6 @@ acc_state(QsJson *j, const QsAggDef *g, Acc *a)
 				}
 				qsj_end_array(j);
 			}
-			break;
-	}
-}
-
-/* The aggregate's value in the sink message: count, sum, min and max as kept. */
-static void
-acc_result(QsJson *j, const QsAggDef *g, Acc *a)
-{
-	switch (g->fn)
-	{
-		case QS_AGG_COUNT:
-		case QS_AGG_SUM:
-		case QS_AGG_MIN:
-		case QS_AGG_MAX:
-			acc_state(j, g, a);
-			break;
-		case QS_AGG_AVG:
-			if (a->n == 0)
-				qsj_null(j, g->name);
-			else
-				num_out(j, g->name, true,
-						DatumGetNumeric(DirectFunctionCall2(numeric_div, NumericGetDatum(a->num),
-															NumericGetDatum(int64_to_numeric(a->n)))));
-			break;
-		case QS_AGG_FIRST:
-		case QS_AGG_LAST:
-			json_value_out(j, g->name, a->val);
-			break;
-		case QS_AGG_COUNT_DISTINCT:
-			qsj_int(j, g->name, list_length(distinct_set(a->distinct)));
 			break;
 	}
 }
@@ -572,7 +562,7 @@ get_int(JsonbContainer *o, const char *key, int64 dflt)
 	return DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(n)));
 }
 
-/* An accumulator back from state (acc_state's inverse). */
+/* An accumulator back from state (acc_out's inverse). */
 static void
 acc_load(const QsAggDef *g, Acc *a, JsonbContainer *acc)
 {
@@ -753,7 +743,7 @@ closed_item(const QsStreamDef *d, QsJson *items, const char *pname, Win *w)
 	iso(win_end(d, w), s);
 	qsj_str(items, "windowEnd", s);
 	for (int i = 0; i < d->naggs; i++)
-		acc_result(items, &d->aggs[i], &w->accs[i]);
+		acc_out(items, &d->aggs[i], &w->accs[i], true);
 	qsj_end_object(items);
 	qsj_end_object(items);
 }
@@ -776,7 +766,7 @@ op_upsert(const QsStreamDef *d, QsJson *ops, Win *w)
 	qsj_object(ops, "value");
 	qsj_object(ops, "acc");
 	for (int i = 0; i < d->naggs; i++)
-		acc_state(ops, &d->aggs[i], &w->accs[i]);
+		acc_out(ops, &d->aggs[i], &w->accs[i], false);
 	qsj_end_object(ops);
 	qsj_int(ops, "windowStart", w->start);
 	qsj_int(ops, "windowEnd", win_end(d, w));

@@ -263,6 +263,10 @@ keep(const char *fmt, va_list ap)
 	else { char scratch[512]; vsnprintf(scratch, sizeof(scratch), fmt, ap); } \
 	va_end(ap); } while (0)
 
+/* the others are only formatted: ASan checks their arguments too */
+#define FORMAT_ONLY(fmt) do { va_list ap; char scratch[512]; va_start(ap, fmt); \
+	vsnprintf(scratch, sizeof(scratch), fmt, ap); va_end(ap); } while (0)
+
 int
 errmsg(const char *fmt,...)
 {
@@ -280,36 +284,21 @@ errmsg_internal(const char *fmt,...)
 int
 errdetail(const char *fmt,...)
 {
-	char		scratch[512];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(scratch, sizeof(scratch), fmt, ap);
-	va_end(ap);
+	FORMAT_ONLY(fmt);
 	return 0;
 }
 
 int
 errdetail_internal(const char *fmt,...)
 {
-	char		scratch[512];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(scratch, sizeof(scratch), fmt, ap);
-	va_end(ap);
+	FORMAT_ONLY(fmt);
 	return 0;
 }
 
 int
 errhint(const char *fmt,...)
 {
-	char		scratch[512];
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(scratch, sizeof(scratch), fmt, ap);
-	va_end(ap);
+	FORMAT_ONLY(fmt);
 	return 0;
 }
 
