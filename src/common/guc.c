@@ -44,12 +44,12 @@ qs_guc_init(void)
 								   NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.backend_heap_keep",
-							gettext_noop("Freed heap a backend running queen_streams code keeps for its next call (0: glibc's default, 128 kB)."),
-							gettext_noop("Below it, each pop or push gives its memory back to the system when its "
-										 "transaction ends and faults it in again at the next call."),
+							gettext_noop("Freed heap a stream worker keeps for its next cycle (0: glibc's default, 128 kB)."),
+							gettext_noop("Set once when the worker starts. Ordinary sessions are left as glibc "
+										 "sets them; the HTTP workers keep 64 MB."),
 							&qs_backend_heap_keep_kb,
 							8192, 0, 1024 * 1024,
-							PGC_SIGHUP, GUC_UNIT_KB,
+							PGC_POSTMASTER, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("queen_streams.encryption_key",

@@ -82,7 +82,6 @@ qs_col_bool(int row, int col, bool ifnull)
 void
 qs_spi_connect(void)
 {
-	qs_heap_keep();				/* every SQL entry point starts here */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 }

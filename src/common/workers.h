@@ -19,7 +19,6 @@ extern void qs_register_workers(int n, BgWorkerStartTime start, const char *func
 								const char *name_prefix, const char *type);
 
 /* heap.c: freed heap kept between calls (glibc's trim and mmap thresholds) */
-extern void qs_heap_keep(void);
 extern void qs_heap_keep_fixed(int keep_kb);
 
 #endif							/* QS_WORKERS_H */

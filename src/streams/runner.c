@@ -32,6 +32,7 @@
 #include "common/hooks.h"
 #include "common/ids.h"
 #include "common/spi.h"
+#include "common/workers.h"
 #include "storage/storage.h"
 
 #include "access/xact.h"
@@ -661,6 +662,7 @@ qs_stream_worker_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	qs_heap_keep_fixed(qs_backend_heap_keep_kb);	/* heap.c says why */
 	BackgroundWorkerInitializeConnection(qs_workers_database(), NULL, 0);
 	pgstat_report_appname("queen_streams stream");
 	qs_stream_worker_started(my_index);
