@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 files=$(find src -name '*.[ch]' -not -name 'dashboard_assets.c' | sort)
-ours=$(cd src && ls */*.h)		# "dir/name.h" of ours (the server's share folder names: storage/fd.h)
+ours=$(cd src && find . -mindepth 2 -name '*.h' | sed 's|^\./||' | sort)	# "dir/name.h", "dir/sub/name.h" of ours (the server's share folder names: storage/fd.h)
 
 {
 	# lines "H <header>" (our headers), "D <file> <name>" (a function defined
