@@ -115,12 +115,10 @@ qs_role_after(QsReq *req)
 
 /*
  * The worker is about to exit (shutdown, or the postmaster died): answer
- * every parked pop 503 and give libmicrohttpd a moment to write them.
+ * every parked pop 503, for the worker's loop to send before it goes.
  */
 void
 qs_role_release_parked(void)
 {
 	qs_parked_answer_all(refuse_going_away);
-	for (int i = 0; i < 4; i++)
-		qs_http_daemon_run();
 }

@@ -253,7 +253,12 @@ step_wait(Loop *l, long timeout)
 	if (qs_role_dying())
 	{
 		if (l->listening)
+		{
 			qs_role_release_parked();
+			/* a moment for libmicrohttpd to write those answers */
+			for (int i = 0; i < 4; i++)
+				qs_http_daemon_run();
+		}
 		if (!PostmasterIsAlive())
 			proc_exit(1);
 	}
