@@ -227,6 +227,7 @@ typedef struct QsReq
 	const char *method;
 	bool		http11;			/* HTTP/1.1 (else 1.0) */
 	char	   *url;
+	int			header_bytes;	/* request line and headers, about (the 431) */
 	char	   *arg;			/* the first :param of the path */
 	char	   *params[QS_MAX_PARAMS];	/* every :param, in order */
 	pg_uuid_t	tenant;

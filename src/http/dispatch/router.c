@@ -664,7 +664,7 @@ qs_http_route(QsReq *req)
 		qs_http_error(req, 503, "too many connections");
 		return;
 	}
-	if (qs_request_header_bytes(req->mhd, req->url) > qs_http_max_header_bytes)
+	if (req->header_bytes > qs_http_max_header_bytes)
 	{
 		req->close = true;
 		qs_http_error(req, 431, "request headers too large");
@@ -918,8 +918,6 @@ qs_http_dispatch(QsReq *req)
 	const QsRouteDef *def = qs_route_def(req->route);
 
 	req->dispatched = true;
-	if (req->conn)
-		qs_conn_phase(req->conn, QS_PHASE_BUSY);
 	if (def == NULL)
 	{
 		qs_http_error(req, 404, "not found");

@@ -145,6 +145,7 @@ request_new(struct MHD_Connection *mhd, const char *url, const char *method, con
 	req->status = 500;
 	ci = MHD_get_connection_info(mhd, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	req->conn = ci ? (QsConn *) ci->socket_context : NULL;
+	req->header_bytes = qs_request_header_bytes(mhd, url);
 	return req;
 }
 
@@ -194,7 +195,12 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 			*upload_data_size = 0;
 		}
 		else if (!req->dispatched && req->resp == NULL)
+		{
+			/* being served, grouped or parked: no deadline until it answers */
+			if (req->conn)
+				qs_conn_phase(req->conn, QS_PHASE_BUSY);
 			qs_http_dispatch(req);
+		}
 
 		if (rc == MHD_YES && req->resp != NULL && !req->responded && !req->grouped)
 		{
