@@ -27,6 +27,7 @@ OBJS = \
 	src/common/uuid7.o \
 	src/http/dashboard_assets.o \
 	src/http/pattern.o \
+	src/http/request.o \
 	src/http/settings.o \
 	src/http/shmem.o \
 	src/http/dispatch/cells.o \

@@ -181,8 +181,7 @@ typedef struct QsConn
 typedef enum QsParkState
 {
 	QS_PARK_NONE,				/* armed, or being served */
-	QS_PARK_WAITING,			/* suspended, watching its wake slot */
-	QS_PARK_ANSWERED			/* retried with an answer the daemon has to send */
+	QS_PARK_WAITING				/* suspended, watching its wake slot */
 } QsParkState;
 
 typedef struct QsPark
@@ -262,8 +261,18 @@ typedef struct QsReq
 	dlist_node	group_node;
 	TimestampTz queued_at;
 	QsPop	   *pop;			/* the pop route's parameters */
+	/* answered outside transport's call, waiting to be sent (request.c) */
+	bool		handed_back;
+	dlist_node	handback_node;
 	void	   *state;			/* other routes' parsed body and result */
 } QsReq;
+
+/* ---------------------------------------------------------------- request.c */
+extern void qs_handback(QsReq *req);
+extern QsReq *qs_handback_next(void);
+extern void qs_handback_forget(QsReq *req);
+extern long qs_handback_timeout(void);
+extern bool qs_conn_peer_closed(QsConn *c);
 
 /* ---------------------------------------------------------------- daemon.c */
 extern bool qs_http_daemon_start(void);
@@ -273,7 +282,6 @@ extern int	qs_http_handoff_fd(void);
 extern bool qs_http_accept(bool take_new);
 extern void qs_http_daemon_run(void);
 extern long qs_http_daemon_timeout(void);
-extern void qs_http_send_suspended(QsReq *req);
 
 extern size_t qs_http_pool_size(void);
 extern void qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len);
@@ -294,7 +302,6 @@ extern void qs_conn_closed(QsConn *c);
 extern void qs_conn_phase(QsConn *c, QsPhase phase);
 extern void qs_limits_sweep(void);
 extern long qs_limits_timeout(void);
-extern bool qs_conn_peer_closed(QsConn *c);
 extern int	qs_request_header_bytes(struct MHD_Connection *mhd, const char *url);
 
 /* ---------------------------------------------------------------- router.c */
@@ -415,9 +422,8 @@ extern const QsRouteDef qs_route_dashboard;
 /* the pop route: arm before the first attempt; wait when it found nothing */
 extern void qs_park_arm(QsReq *req, QsPark *park, const char *queue, int timeout_ms);
 extern bool qs_park_wait(QsReq *req);
-/* the daemon: park a suspended request, take back answered ones, end one */
+/* the daemon: park a suspended request, end one */
 extern void qs_park(QsReq *req);
-extern QsReq *qs_parked_answered(void);
 extern void qs_unpark(QsReq *req);
 /* the worker: retry what is due; how long it may sleep */
 extern int	qs_parked_fd(void);

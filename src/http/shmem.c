@@ -24,6 +24,9 @@
 
 QsHttpShared *qs_http_shared = NULL;
 
+/* this process's slot of workers[] (an HTTP worker), else -1 */
+int			qs_http_worker_index = -1;
+
 const char *const qs_stat_names[QS_STAT_COUNT] = {
 	"pushed", "popped", "acked", "nacked", "cycles", "cycles_failed"
 };

@@ -403,7 +403,7 @@ finish_member(QsReq *req)
 	if (req->parked)
 		qs_park(req);			/* still suspended: a wake-up answers it */
 	else
-		qs_http_send_suspended(req);
+		qs_handback(req);		/* the worker's loop sends it */
 }
 
 /* After the commit (or its failure): requeue the deferred, answer the others. */

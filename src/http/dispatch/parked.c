@@ -14,10 +14,11 @@
  * whether the push came over HTTP or plain SQL.
  *
  * Who calls what: the pop route arms a park before its first attempt and
- * asks whether to wait; the daemon parks a request it suspends, takes back
- * the ones that have their answer and drops a park when its connection
- * ends; the worker polls and asks how long it may sleep. A retry runs the
- * request again through the router. Nothing here calls the daemon.
+ * asks whether to wait; the daemon parks a request it suspends and drops a
+ * park when its connection ends; the worker polls and asks how long it may
+ * sleep. A retry runs the request again through the router; a pop that has
+ * its answer is handed back (request.c) for the worker's loop to send.
+ * Nothing here calls transport.
  *
  * A parked pop's connection is suspended, so libmicrohttpd does not read
  * it: its socket is watched here for the client's close (EPOLLRDHUP, in an
@@ -37,9 +38,8 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
-/* Pops parked in this worker, and those retried with an answer to send. */
+/* Pops parked in this worker. */
 static dlist_head waiting = DLIST_STATIC_INIT(waiting);
-static dlist_head answered = DLIST_STATIC_INIT(answered);
 
 /* How many of this worker's parked pops watch each wake slot. */
 static uint32 watch_count[QS_WAKE_SLOTS];
@@ -187,23 +187,8 @@ qs_unpark(QsReq *req)
 		return;
 	if (p->state == QS_PARK_WAITING)
 		stop_watching(p);
-	else if (p->state == QS_PARK_ANSWERED)
-		dlist_delete(&p->node);
 	p->state = QS_PARK_NONE;
 	req->parked = false;
-}
-
-/* The next parked request whose retry has its answer, or NULL; it is no longer parked. */
-QsReq *
-qs_parked_answered(void)
-{
-	QsPark	   *p;
-
-	if (dlist_is_empty(&answered))
-		return NULL;
-	p = dlist_container(QsPark, node, dlist_pop_head_node(&answered));
-	p->state = QS_PARK_NONE;
-	return p->req;
 }
 
 /* ---------------------------------------------------------------- the worker */
@@ -258,8 +243,8 @@ qs_parked_poll(void)
 		{
 			/* the daemon shuts its connection down instead of answering */
 			stop_watching(p);
-			dlist_push_tail(&answered, &p->node);
-			p->state = QS_PARK_ANSWERED;
+			p->state = QS_PARK_NONE;
+			qs_handback(req);
 			continue;
 		}
 		p->gen = pg_atomic_read_u64(&qs_http_shared->gen[p->slot]);
@@ -271,16 +256,16 @@ qs_parked_poll(void)
 														qs_http_pop_recheck_ms);
 			continue;
 		}
-		/* answered (messages, 204 or an error): the daemon sends it */
+		/* answered (messages, 204 or an error): handed back to be sent */
 		stop_watching(p);
-		dlist_push_tail(&answered, &p->node);
-		p->state = QS_PARK_ANSWERED;
+		p->state = QS_PARK_NONE;
+		qs_handback(req);
 	}
 }
 
 /*
  * The worker is going away (role.c): every waiting pop gets its answer from
- * `answer` now, for the daemon to send, instead of waiting for its retry.
+ * `answer` now, handed back to be sent, instead of waiting for its retry.
  */
 void
 qs_parked_answer_all(void (*answer) (QsReq *req))
@@ -294,8 +279,8 @@ qs_parked_answer_all(void (*answer) (QsReq *req))
 		stop_watching(p);
 		p->req->parked = false;
 		answer(p->req);
-		dlist_push_tail(&answered, &p->node);
-		p->state = QS_PARK_ANSWERED;
+		p->state = QS_PARK_NONE;
+		qs_handback(p->req);
 	}
 }
 
@@ -307,8 +292,6 @@ qs_parked_timeout(void)
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = 0;
 
-	if (!dlist_is_empty(&answered))
-		return 0;
 	dlist_foreach(it, &waiting)
 	{
 		QsPark	   *p = dlist_container(QsPark, node, it.cur);

@@ -252,6 +252,7 @@ completed_cb(void *cls, struct MHD_Connection *mhd, void **con_cls,
 		qs_http_count(req);
 		req->conn->linger = true;
 	}
+	qs_handback_forget(req);
 	qs_unpark(req);
 	qs_group_forget(req);
 	if (req->conn && req->conn->phase != QS_PHASE_CLOSING)
@@ -656,8 +657,8 @@ qs_http_daemon_fd(void)
 }
 
 /* A suspended request got its answer outside any callback: send it and resume. */
-void
-qs_http_send_suspended(QsReq *req)
+static void
+send_suspended(QsReq *req)
 {
 	if (!queue_response(req))
 		req->close = true;
@@ -665,16 +666,16 @@ qs_http_send_suspended(QsReq *req)
 }
 
 /*
- * Send the answers of retried parked pops, then run until libmicrohttpd has
- * nothing it wants to do right away.
+ * Send the answers dispatch handed back (a group's members, retried parked
+ * pops), then run until libmicrohttpd has nothing it wants to do right away.
  */
 void
 qs_http_daemon_run(void)
 {
 	QsReq	   *req;
 
-	while ((req = qs_parked_answered()) != NULL)
-		qs_http_send_suspended(req);
+	while ((req = qs_handback_next()) != NULL)
+		send_suspended(req);
 	for (int i = 0; i < 16; i++)
 	{
 		MHD_UNSIGNED_LONG_LONG t;

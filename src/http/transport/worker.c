@@ -32,8 +32,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 
-int			qs_http_worker_index = -1;
-
 void
 qs_http_init(void)
 {
@@ -221,6 +219,7 @@ step_timeout(Loop *l)
 		timeout = qs_http_daemon_timeout();
 		timeout = min_timeout(timeout, qs_limits_timeout());
 		timeout = min_timeout(timeout, qs_parked_timeout());
+		timeout = min_timeout(timeout, qs_handback_timeout());
 		timeout = min_timeout(timeout, qs_screen_timeout());
 		timeout = min_timeout(timeout, qs_group_timeout());
 		if (l->accept_resume != 0)
