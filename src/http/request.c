@@ -7,7 +7,7 @@
  * pop after its retry) is handed back on this queue, which the worker's
  * loop drains before it lets libmicrohttpd run.
  */
-#include "http/http_int.h"
+#include "http/request.h"
 
 #include <poll.h>
 

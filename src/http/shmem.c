@@ -10,7 +10,7 @@
  * for queen_streams.metrics_queue_idle, so one tenant's many or deleted
  * queues do not keep another's new queues out of /metrics for good.
  */
-#include "http/http_int.h"
+#include "http/listener.h"
 
 #include "access/xact.h"
 #include "common/hashfn.h"

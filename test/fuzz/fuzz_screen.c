@@ -16,7 +16,7 @@
  */
 #include "shim.h"
 
-#include "http/http_int.h"
+#include "http/transport/transport.h"
 #include "storage/fd.h"
 #include "utils/timestamp.h"
 

@@ -33,7 +33,8 @@
  * request that had succeeded is answered 500 (safe to retry); those that
  * had failed keep their own answer.
  */
-#include "http/http_int.h"
+#include "http/dispatch/router.h"
+#include "http/dispatch/cells.h"
 
 #include "access/xact.h"
 #include "miscadmin.h"

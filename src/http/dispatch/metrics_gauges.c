@@ -8,7 +8,8 @@
  * family, the largest backlogs first; the rows past the bound are summed
  * (lag: the largest) into one series labelled "(other)".
  */
-#include "http/http_int.h"
+#include "http/dispatch/router.h"
+#include "http/dispatch/metrics.h"
 #include "storage/storage.h"
 
 #include "catalog/pg_type_d.h"

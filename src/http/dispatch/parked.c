@@ -28,7 +28,7 @@
  * frees its place under max_connections and leaves no socket in CLOSE-WAIT.
  * The wait itself is capped by pop_max_wait.
  */
-#include "http/http_int.h"
+#include "http/dispatch/router.h"
 #include "streams/streams.h"
 
 #include <sys/epoll.h>

@@ -11,7 +11,8 @@
  * aborts the transaction and is answered here (400 for invalid input, 500
  * otherwise); the worker goes on.
  */
-#include "http/http_int.h"
+#include "http/dispatch/router.h"
+#include "http/dispatch/cells.h"
 
 #include <microhttpd.h>
 
@@ -50,7 +51,7 @@ qs_route_count(void)
 }
 
 /* libmicrohttpd sends 100..999; we send no code past 599 (one would count as 500) */
-int
+static int
 qs_code_index(int status)
 {
 	if (status < QS_CODE_MIN || status >= QS_CODE_MIN + QS_CODE_COUNT)
@@ -263,7 +264,7 @@ qs_http_text_copy(text *t, MemoryContext into, int *len)
  * that does not exist (42704) 404, a deadlock or a serialization failure
  * (40P01, 40001) and a tenant being moved (57P03) 503, anything else 500.
  */
-int
+static int
 qs_http_status_for_error(int sqlerrcode)
 {
 	switch (sqlerrcode)
@@ -293,7 +294,7 @@ qs_http_status_for_error(int sqlerrcode)
  * SQLSTATE class, never the PostgreSQL message (which can carry SQL text,
  * names and values); the message itself goes to the server log.
  */
-const char *
+static const char *
 qs_http_error_words(int sqlerrcode)
 {
 	switch (sqlerrcode)
@@ -717,7 +718,7 @@ qs_extension_installed(void)
 	return OidIsValid(extension_oid);
 }
 
-void
+static void
 qs_http_extension_missing(QsReq *req)
 {
 	char	   *msg = psprintf("queen_streams is not installed in database \"%s\"; "

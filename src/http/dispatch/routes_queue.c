@@ -9,7 +9,9 @@
  *
  * A pop with wait=true that finds nothing waits (parked.c) and is retried.
  */
-#include "http/http_int.h"
+#include "http/dispatch/router.h"
+#include "http/dispatch/cells.h"
+#include "http/dispatch/metrics.h"
 #include "storage/storage.h"
 
 #include <microhttpd.h>

@@ -15,7 +15,8 @@
  * transaction (a request, or a group of them) at a time. So a worker that accepts a connection while another
  * worker holds fewer passes it over (SCM_RIGHTS on a unix datagram socket).
  */
-#include "http/http_int.h"
+#include "http/transport/transport.h"
+#include "http/dispatch/dispatch.h"
 
 #include <microhttpd.h>
 #include <netdb.h>

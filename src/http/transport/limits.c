@@ -8,7 +8,7 @@
  * closes it. Over max_connections (counted across workers in shared
  * memory), a connection's request is answered 503 with Retry-After.
  */
-#include "http/http_int.h"
+#include "http/transport/transport.h"
 
 #include <microhttpd.h>
 #include <sys/socket.h>

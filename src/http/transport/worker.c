@@ -14,7 +14,9 @@
  * through a promotion. Worker 0's retention sweeps write, so they wait
  * until the node is the primary.
  */
-#include "http/http_int.h"
+#include "http/http.h"
+#include "http/transport/transport.h"
+#include "http/dispatch/dispatch.h"
 #include "storage/storage.h"
 
 #include "access/xact.h"
