@@ -1,6 +1,6 @@
 /*
  * request.c: the narrow interface between the two halves of the listener
- * (doc/CONTRIBUTING.md, The layers). Transport (transport/) reads requests
+ * (CONTRIBUTING.md, The layers). Transport (transport/) reads requests
  * off the wire and sends their answers; dispatch (dispatch/) routes and
  * runs them and never calls transport. A request that dispatch answers
  * outside transport's call (a group's member after the commit, a parked
