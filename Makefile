@@ -30,6 +30,7 @@ OBJS = \
 	src/http/request.o \
 	src/http/settings.o \
 	src/http/shmem.o \
+	src/http/wake.o \
 	src/http/dispatch/cells.o \
 	src/http/dispatch/group.o \
 	src/http/dispatch/metrics.o \

@@ -144,6 +144,9 @@ extern void qs_stat_free(const pg_uuid_t *tenant, const char *queue);
 extern void qs_stat_add(const pg_uuid_t *tenant, const char *queue, QsStat which, int64 n);
 extern int	qs_open_connections(void);
 
+/* wake.c: the push and delete hooks (common/hooks.c), any backend: count and wake at commit */
+extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
+extern void qs_queue_deleted_at_commit(const pg_uuid_t *tenant, const char *queue);
 /* the stream workers' counts (common/hooks.c's qs_streamed_hook) */
 extern void qs_queue_streamed(const pg_uuid_t *tenant, const char *queue, int64 popped,
 							  int64 cycled, int64 failed, int64 acked);

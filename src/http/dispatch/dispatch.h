@@ -31,9 +31,6 @@ extern void qs_unpark(QsReq *req);
 extern int	qs_parked_fd(void);
 extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
-/* the push hooks (common/hooks.c), any backend: count and wake at commit */
-extern void qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs);
-extern void qs_queue_deleted_at_commit(const pg_uuid_t *tenant, const char *queue);
 
 /* role.c: the node's role and going away */
 extern bool qs_role_standby(void);
