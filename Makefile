@@ -31,7 +31,9 @@ OBJS = \
 	src/http/settings.o \
 	src/http/shmem.o \
 	src/http/wake.o \
+	src/http/dispatch/answer.o \
 	src/http/dispatch/cells.o \
+	src/http/dispatch/execute.o \
 	src/http/dispatch/group.o \
 	src/http/dispatch/metrics.o \
 	src/http/dispatch/metrics_gauges.o \

@@ -31,11 +31,12 @@ extern void qs_unpark(QsReq *req);
 extern int	qs_parked_fd(void);
 extern void qs_parked_poll(void);
 extern long qs_parked_timeout(void);
+/* the worker is about to exit: every parked pop answered 503, handed back */
+extern void qs_parked_release(void);
 
 /* role.c: the node's role and going away */
 extern bool qs_role_standby(void);
 extern bool qs_role_dying(void);
-extern void qs_role_release_parked(void);
 
 /* samples.c: the first worker samples the counters for the charts */
 extern void qs_samples_take(void);

@@ -263,11 +263,12 @@ qs_parked_poll(void)
 }
 
 /*
- * The worker is going away (role.c): every waiting pop gets its answer from
- * `answer` now, handed back to be sent, instead of waiting for its retry.
+ * The worker is about to exit (shutdown, or the postmaster died): every
+ * waiting pop is answered 503 now (role.c), handed back for the worker's
+ * loop to send before it goes, instead of waiting for its retry.
  */
 void
-qs_parked_answer_all(void (*answer) (QsReq *req))
+qs_parked_release(void)
 {
 	dlist_mutable_iter it;
 
@@ -277,7 +278,7 @@ qs_parked_answer_all(void (*answer) (QsReq *req))
 
 		stop_watching(p);
 		p->req->parked = false;
-		answer(p->req);
+		qs_role_going_away(p->req);
 		p->state = QS_PARK_NONE;
 		qs_handback(p->req);
 	}

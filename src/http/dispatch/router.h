@@ -57,7 +57,6 @@ extern const QsRoute qs_routes[];
 extern const int qs_nroutes;
 extern bool qs_route_needs_primary(QsRouteId id);
 extern const QsRouteDef qs_route_call;
-extern const QsRouteDef *qs_route_def(QsRouteId id);
 
 extern const QsRouteDef qs_route_push;
 extern const QsRouteDef qs_route_pop;
@@ -74,18 +73,6 @@ extern const QsRouteDef qs_route_delete_queue;
 extern const QsRouteDef qs_route_dashboard;
 
 /* ---------------------------------------------------------------- router.c */
-extern const char *qs_route_name(QsRouteId id);
-extern int	qs_route_count(void);
-/* the route's body in an open (sub)transaction */
-extern void qs_http_run_body(QsReq *req, const QsRouteDef *def, const char *note);
-/* a parked pop retries: same request, a new transaction */
-extern void qs_http_retry(QsReq *req);
-extern void qs_http_fail(QsReq *req, const char *failed, ErrorData *edata);
-extern bool qs_extension_installed(void);
-/* answers */
-extern void qs_http_error(QsReq *req, int status, const char *message);
-extern void qs_http_json(QsReq *req, int status, const char *json, int len);
-extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 /* the request */
 extern void qs_http_body_check(QsReq *req);
 extern Jsonb *qs_http_body_jsonb(QsReq *req);
@@ -99,6 +86,24 @@ extern bool qs_http_many_available(const char *schema, const char *fn, void *pla
 extern Datum *qs_http_call_many(void *plan, Datum *args, const char *nulls, Oid elemtype, int n);
 extern char *qs_http_call_text(void *plan, Datum *args, const char *nulls, MemoryContext into,
 							   int *len);
+
+/* ---------------------------------------------------------------- execute.c */
+extern const QsRouteDef *qs_route_def(QsRouteId id);
+extern bool qs_extension_installed(void);
+/* the route alone, in a transaction of its own (or none); errors become its answer */
+extern void qs_http_execute(QsReq *req, const QsRouteDef *def);
+/* a parked pop retries: same request, a new transaction */
+extern void qs_http_retry(QsReq *req);
+/* the route's body in an open (sub)transaction */
+extern void qs_http_run_body(QsReq *req, const QsRouteDef *def, const char *note);
+extern void qs_http_fail(QsReq *req, const char *failed, ErrorData *edata);
+
+/* ---------------------------------------------------------------- answer.c */
+extern const char *qs_route_name(QsRouteId id);
+extern int	qs_route_count(void);
+extern void qs_http_error(QsReq *req, int status, const char *message);
+extern void qs_http_json(QsReq *req, int status, const char *json, int len);
+extern char *qs_http_jsonb_text(Jsonb *jb, int *len);
 
 /* ---------------------------------------------------------------- group.c */
 extern bool qs_group_wants(QsReq *req);
@@ -149,12 +154,12 @@ typedef struct QsPop
 extern void qs_park_arm(QsReq *req, QsPark *park, const char *queue, int timeout_ms);
 extern bool qs_park_wait(QsReq *req);
 extern bool qs_park_client_gone(QsReq *req);
-/* the worker is going away: answer every parked pop with `answer` */
-extern void qs_parked_answer_all(void (*answer) (QsReq *req));
 
 /* ---------------------------------------------------------------- role.c */
 extern char *qs_role_primary_address(void);
 extern bool qs_role_refuses(QsReq *req);
 extern void qs_role_after(QsReq *req);
+/* the server is going away: answer req 503 and close its connection */
+extern void qs_role_going_away(QsReq *req);
 
 #endif							/* QS_HTTP_ROUTER_H */

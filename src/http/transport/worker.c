@@ -255,7 +255,7 @@ step_wait(Loop *l, long timeout)
 	{
 		if (l->listening)
 		{
-			qs_role_release_parked();
+			qs_parked_release();
 			/* a moment for libmicrohttpd to write those answers */
 			for (int i = 0; i < 4; i++)
 				qs_http_daemon_run();
