@@ -9,8 +9,8 @@
  * line. A request that raises rolls back only its subtransaction and gets
  * its own answer. Then one ordinary COMMIT: with synchronous_commit (local
  * flush, synchronous standbys) the commit is durable before any other
- * session sees it, and only then are the answers queued and the
- * connections resumed. One WAL flush so serves the whole group.
+ * session sees it, and only then are the answers handed back for the
+ * worker's loop to send (request.c). One WAL flush so serves the whole group.
  *
  * Locks. A group holds the locks of all its requests until its commit, so
  * two workers' groups could deadlock where single requests never meet (one

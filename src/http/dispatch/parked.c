@@ -1,6 +1,6 @@
 /*
- * parked.c: long-poll pops, from parking to resuming, and the wake board
- * they wait on.
+ * parked.c: long-poll pops, from parking to resuming, watching the wake
+ * board (wake.c moves it) while they wait.
  *
  * A pop with wait=true that finds nothing parks: its connection is
  * suspended, no transaction or backend is held, and it retries when a
