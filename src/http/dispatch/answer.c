@@ -2,7 +2,7 @@
  * answer.c: a request's answer (a JSON body, or an error's) and the
  * counting of answers per route and status for /metrics.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 
 #include "utils/jsonb.h"
 #include "utils/memutils.h"

@@ -18,7 +18,7 @@
  *   own commit) does not undo it, so it is answered "outcome unknown",
  *   never "nothing was committed".
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 #include "storage/storage.h"
 

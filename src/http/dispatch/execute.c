@@ -6,7 +6,7 @@
  * input, 500 otherwise); the worker goes on. A parked pop's retry runs the
  * same way.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 
 #include "access/xact.h"

@@ -33,7 +33,7 @@
  * request that had succeeded is answered 500 (safe to retry); those that
  * had failed keep their own answer.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 
 #include "access/xact.h"

@@ -3,7 +3,7 @@
  * same shared counters, and the worker-local map from partition to queue
  * that lets acks (which name only a partition) count on their queue.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 #include "http/dispatch/metrics.h"
 #include "storage/storage.h"

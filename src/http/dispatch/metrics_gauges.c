@@ -8,7 +8,7 @@
  * family, the largest backlogs first; the rows past the bound are summed
  * (lag: the largest) into one series labelled "(other)".
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/metrics.h"
 #include "storage/storage.h"
 

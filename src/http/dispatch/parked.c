@@ -28,7 +28,7 @@
  * frees its place under max_connections and leaves no socket in CLOSE-WAIT.
  * The wait itself is capped by pop_max_wait.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 
 #include <sys/epoll.h>
 #include <unistd.h>

@@ -16,7 +16,7 @@
  * early on shutdown or postmaster death with the commit local only, so
  * that success is turned into a 503 the client retries.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 
 #include "access/xlog.h"
 #include "miscadmin.h"

@@ -7,7 +7,7 @@
  * in, both with no transaction open. A writing route then joins the
  * worker's next group commit (group.c); any other runs alone (execute.c).
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 
 #include <microhttpd.h>

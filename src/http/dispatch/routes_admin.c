@@ -4,7 +4,7 @@
  * calling the SQL function of the same job (queen.configure,
  * queen.delete_queue) under the request tenant.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 
 #include "catalog/pg_type_d.h"
 #include "utils/builtins.h"

@@ -9,7 +9,7 @@
  *
  * A pop with wait=true that finds nothing waits (parked.c) and is retried.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 #include "http/dispatch/metrics.h"
 #include "storage/storage.h"

@@ -9,7 +9,7 @@
  * foreign partition answers 404 {"error":"not found"}, exactly like a
  * missing one, before the function runs.
  */
-#include "http/dispatch/router.h"
+#include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 
 #include "catalog/pg_type_d.h"

@@ -1,10 +1,10 @@
 /*
- * router.h: what the files of dispatch share among themselves: the route
+ * route.h: what the files of dispatch share among themselves: the route
  * table and its routes, the router's helpers for building answers and
  * calling SQL, the pop's parameters and its park, and the node's role.
  */
-#ifndef QS_HTTP_ROUTER_H
-#define QS_HTTP_ROUTER_H
+#ifndef QS_HTTP_ROUTE_H
+#define QS_HTTP_ROUTE_H
 
 #include "http/dispatch/dispatch.h"
 
@@ -162,4 +162,4 @@ extern void qs_role_after(QsReq *req);
 /* the server is going away: answer req 503 and close its connection */
 extern void qs_role_going_away(QsReq *req);
 
-#endif							/* QS_HTTP_ROUTER_H */
+#endif							/* QS_HTTP_ROUTE_H */
