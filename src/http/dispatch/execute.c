@@ -231,6 +231,28 @@ qs_http_run_body(QsReq *req, const QsRouteDef *def, const char *note)
 }
 
 /*
+ * After a commit, the route's bookkeeping (def->after): committed, it must
+ * not turn the answer into a 500, so an error is logged and dropped.
+ */
+void
+qs_http_after_commit(QsReq *req, const QsRouteDef *def)
+{
+	MemoryContext cxt = req->ctx;
+
+	PG_TRY();
+	{
+		def->after(req);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		qs_log_dropped_error("bookkeeping after a committed request failed; its answer stands");
+		FlushErrorState();
+	}
+	PG_END_TRY();
+}
+
+/*
  * Run the route alone, in a transaction of its own (or none). Every error
  * is caught here and becomes the response.
  */
@@ -253,20 +275,7 @@ qs_http_execute(QsReq *req, const QsRouteDef *def)
 			CommitTransactionCommand();
 			MemoryContextSwitchTo(cxt);
 			if (def->after && req->status < 300)
-			{
-				/* committed: bookkeeping must not turn the answer into a 500 */
-				PG_TRY();
-				{
-					def->after(req);
-				}
-				PG_CATCH();
-				{
-					MemoryContextSwitchTo(cxt);
-					qs_log_dropped_error("bookkeeping after a committed request failed; its answer stands");
-					FlushErrorState();
-				}
-				PG_END_TRY();
-			}
+				qs_http_after_commit(req, def);
 			pgstat_report_activity(STATE_IDLE, NULL);
 		}
 	}

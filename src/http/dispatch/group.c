@@ -383,23 +383,9 @@ static void
 finish_member(QsReq *req)
 {
 	const QsRouteDef *def = qs_route_def(req->route);
-	MemoryContext cxt = req->ctx;
 
 	if (def->after && req->status < 300 && req->resp != NULL)
-	{
-		/* committed: bookkeeping must not turn the answer into a 500 */
-		PG_TRY();
-		{
-			def->after(req);
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(cxt);
-			qs_log_dropped_error("bookkeeping after a committed request failed; its answer stands");
-			FlushErrorState();
-		}
-		PG_END_TRY();
-	}
+		qs_http_after_commit(req, def);
 	qs_role_after(req);
 	if (req->parked)
 		qs_park(req);			/* still suspended: a wake-up answers it */

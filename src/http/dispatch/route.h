@@ -97,6 +97,8 @@ extern void qs_http_retry(QsReq *req);
 /* the route's body in an open (sub)transaction */
 extern void qs_http_run_body(QsReq *req, const QsRouteDef *def, const char *note);
 extern void qs_http_fail(QsReq *req, const char *failed, ErrorData *edata);
+/* after a commit: the route's bookkeeping, whose error is logged, not answered */
+extern void qs_http_after_commit(QsReq *req, const QsRouteDef *def);
 
 /* ---------------------------------------------------------------- answer.c */
 extern const char *qs_route_name(QsRouteId id);
