@@ -26,28 +26,32 @@ OBJS = \
 	src/common/tenant.o \
 	src/common/text.o \
 	src/common/uuid7.o \
-	src/http/cells.o \
-	src/http/daemon.o \
-	src/http/group.o \
-	src/http/limits.o \
-	src/http/metrics.o \
-	src/http/metrics_gauges.o \
-	src/http/parked.o \
-	src/http/pattern.o \
-	src/http/router.o \
-	src/http/role.o \
-	src/http/routes.o \
-	src/http/routes_admin.o \
-	src/http/routes_api.o \
-	src/http/routes_dashboard.o \
 	src/http/dashboard_assets.o \
-	src/http/samples.o \
-	src/http/routes_queue.o \
-	src/http/routes_streams.o \
-	src/http/screen.o \
+	src/http/pattern.o \
+	src/http/request.o \
 	src/http/settings.o \
 	src/http/shmem.o \
-	src/http/worker.o \
+	src/http/wake.o \
+	src/http/dispatch/answer.o \
+	src/http/dispatch/cells.o \
+	src/http/dispatch/execute.o \
+	src/http/dispatch/group.o \
+	src/http/dispatch/metrics.o \
+	src/http/dispatch/metrics_gauges.o \
+	src/http/dispatch/parked.o \
+	src/http/dispatch/role.o \
+	src/http/dispatch/router.o \
+	src/http/dispatch/routes.o \
+	src/http/dispatch/routes_admin.o \
+	src/http/dispatch/routes_api.o \
+	src/http/dispatch/routes_dashboard.o \
+	src/http/dispatch/routes_queue.o \
+	src/http/dispatch/routes_streams.o \
+	src/http/dispatch/samples.o \
+	src/http/transport/daemon.o \
+	src/http/transport/limits.o \
+	src/http/transport/screen.o \
+	src/http/transport/worker.o \
 	src/storage/codec.o \
 	src/storage/configure.o \
 	src/storage/groups.o \

@@ -89,7 +89,7 @@ if want lint; then
 		passed=$((passed + 1))
 	else
 		status=1
-		failed=$((failed + $(grep -c ': \(includes\|declares\) ' "$WORK/lint.out" || true)))
+		failed=$((failed + $(grep -c ': \(includes\|declares\|calls\) ' "$WORK/lint.out" || true)))
 	fi
 	note "== lint (links between the pages: scripts/check-doc-links.pl)"
 	if perl scripts/check-doc-links.pl 2>&1 | tee "$WORK/links.out" && grep -qx 'links ok' "$WORK/links.out"; then

@@ -22,7 +22,7 @@
 # transaction in flight, so the listener gets as many workers as there are
 # connections (QS_BENCH_WORKERS defaults to QS_BENCH_CONNS); with fewer,
 # cycles wait on WAL flushes that pgbench's clients share. The workers
-# balance connections among themselves (src/http/daemon.c).
+# balance connections among themselves (src/http/transport/daemon.c).
 #
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_CONNS (8),
 # QS_BENCH_WORKERS (= connections), QS_BENCH_GROUP_COMMIT (max requests per

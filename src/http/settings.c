@@ -2,7 +2,8 @@
  * settings.c: the HTTP listener's settings. Those that shape processes
  * (port, workers) need a restart; the limits reload on SIGHUP.
  */
-#include "http/http_int.h"
+#include "http/http.h"
+#include "http/listener.h"
 
 #include "miscadmin.h"
 #include "utils/guc.h"

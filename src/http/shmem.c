@@ -10,7 +10,7 @@
  * for queen_streams.metrics_queue_idle, so one tenant's many or deleted
  * queues do not keep another's new queues out of /metrics for good.
  */
-#include "http/http_int.h"
+#include "http/listener.h"
 #include "common/workers.h"
 
 #include "access/xact.h"
@@ -24,6 +24,9 @@
 #include <time.h>
 
 QsHttpShared *qs_http_shared = NULL;
+
+/* this process's slot of workers[] (an HTTP worker), else -1 */
+int			qs_http_worker_index = -1;
 
 const char *const qs_stat_names[QS_STAT_COUNT] = {
 	"pushed", "popped", "acked", "nacked", "cycles", "cycles_failed"

@@ -7,7 +7,7 @@
  *              success -> 500
  *   cycle:     a completed call is always 200 (read `success`)
  *
- * A call that raised maps by its SQLSTATE, in the listener (router.c).
+ * A call that raised maps by its SQLSTATE, in the listener (http/dispatch/execute.c).
  */
 #include "streams/streams.h"
 

@@ -1,7 +1,7 @@
 /*
  * fuzz_router: the router's path matching (src/http/pattern.c) against every
  * pattern of the real route table (patterns.inc, extracted from
- * src/http/routes.c by the Makefile) and against fuzzed patterns.
+ * src/http/dispatch/routes.c by the Makefile) and against fuzzed patterns.
  *
  * Input: the path (as libmicrohttpd hands it: no query string, NUL-free);
  * the first byte chooses a table pattern or, when 0xff, the input is

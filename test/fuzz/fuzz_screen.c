@@ -1,6 +1,6 @@
 /*
  * fuzz_screen: the connection screen in front of libmicrohttpd
- * (src/http/screen.c), driven over a real socket pair with a fake clock.
+ * (src/http/transport/screen.c), driven over a real socket pair with a fake clock.
  *
  * Input: byte 0 chooses the limits (bit 0: max_header_bytes 1 kB, else
  * 16 kB; bit 1: max_body_bytes 1 kB, else 16 MB) and how the client ends
@@ -16,7 +16,7 @@
  */
 #include "shim.h"
 
-#include "http/http_int.h"
+#include "http/transport/transport.h"
 #include "storage/fd.h"
 #include "utils/timestamp.h"
 
@@ -34,7 +34,7 @@ fuzz_clock(void)
 }
 #define GetCurrentTimestamp fuzz_clock
 
-#include "http/screen.c"
+#include "http/transport/screen.c"
 
 /* ---------------------------------------------------------------- what screen.c calls */
 int			qs_http_max_body_bytes = 16 * 1024 * 1024;

@@ -4,7 +4,7 @@
  * calling the SQL function of the same job (queen.configure,
  * queen.delete_queue) under the request tenant.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
 #include "common/ids.h"
 #include "common/spi.h"
 

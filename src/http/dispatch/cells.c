@@ -18,7 +18,8 @@
  *   own commit) does not undo it, so it is answered "outcome unknown",
  *   never "nothing was committed".
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
+#include "http/dispatch/cells.h"
 #include "common/ids.h"
 #include "common/spi.h"
 #include "storage/storage.h"

@@ -7,7 +7,7 @@
  * the caller's token and tenant. Nothing is fetched from anywhere else, and
  * the Content-Security-Policy says so to the browser.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
 
 /* dashboard_assets.c, generated from src/http/dashboard/ */
 extern const unsigned char qs_dash_index_html[];

@@ -9,7 +9,8 @@
  * foreign partition answers 404 {"error":"not found"}, exactly like a
  * missing one, before the function runs.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
+#include "http/dispatch/cells.h"
 #include "common/ids.h"
 #include "common/spi.h"
 

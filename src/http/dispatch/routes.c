@@ -9,7 +9,7 @@
  * Access levels follow Queen: reads are read-only, writes read-write,
  * administration admin; pushes also admit write-only tokens.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
 
 #define R	QS_ACCESS_READ
 #define W	QS_ACCESS_WRITE

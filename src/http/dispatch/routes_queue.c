@@ -9,7 +9,9 @@
  *
  * A pop with wait=true that finds nothing waits (parked.c) and is retried.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
+#include "http/dispatch/cells.h"
+#include "http/dispatch/metrics.h"
 #include "common/ids.h"
 #include "common/spi.h"
 #include "storage/storage.h"

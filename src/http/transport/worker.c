@@ -14,7 +14,9 @@
  * through a promotion. Worker 0's retention sweeps write, so they wait
  * until the node is the primary.
  */
-#include "http/http_int.h"
+#include "http/http.h"
+#include "http/transport/transport.h"
+#include "http/dispatch/dispatch.h"
 #include "common/guc.h"
 #include "common/hooks.h"
 #include "common/spi.h"
@@ -35,8 +37,6 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
-
-int			qs_http_worker_index = -1;
 
 void
 qs_http_init(void)
@@ -225,6 +225,7 @@ step_timeout(Loop *l)
 		timeout = qs_http_daemon_timeout();
 		timeout = min_timeout(timeout, qs_limits_timeout());
 		timeout = min_timeout(timeout, qs_parked_timeout());
+		timeout = min_timeout(timeout, qs_handback_timeout());
 		timeout = min_timeout(timeout, qs_screen_timeout());
 		timeout = min_timeout(timeout, qs_group_timeout());
 		if (l->accept_resume != 0)
@@ -257,7 +258,12 @@ step_wait(Loop *l, long timeout)
 	if (qs_role_dying())
 	{
 		if (l->listening)
-			qs_role_release_parked();
+		{
+			qs_parked_release();
+			/* a moment for libmicrohttpd to write those answers */
+			for (int i = 0; i < 4; i++)
+				qs_http_daemon_run();
+		}
 		if (!PostmasterIsAlive())
 			proc_exit(1);
 	}

@@ -8,7 +8,8 @@
  * family, the largest backlogs first; the rows past the bound are summed
  * (lag: the largest) into one series labelled "(other)".
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
+#include "http/dispatch/metrics.h"
 #include "common/ids.h"
 #include "common/spi.h"
 #include "storage/storage.h"

@@ -9,8 +9,8 @@
  * line. A request that raises rolls back only its subtransaction and gets
  * its own answer. Then one ordinary COMMIT: with synchronous_commit (local
  * flush, synchronous standbys) the commit is durable before any other
- * session sees it, and only then are the answers queued and the
- * connections resumed. One WAL flush so serves the whole group.
+ * session sees it, and only then are the answers handed back for the
+ * worker's loop to send (request.c). One WAL flush so serves the whole group.
  *
  * Locks. A group holds the locks of all its requests until its commit, so
  * two workers' groups could deadlock where single requests never meet (one
@@ -33,7 +33,8 @@
  * request that had succeeded is answered 500 (safe to retry); those that
  * had failed keep their own answer.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
+#include "http/dispatch/cells.h"
 #include "common/spi.h"
 
 #include "access/xact.h"
@@ -383,28 +384,14 @@ static void
 finish_member(QsReq *req)
 {
 	const QsRouteDef *def = qs_route_def(req->route);
-	MemoryContext cxt = req->ctx;
 
 	if (def->after && req->status < 300 && req->resp != NULL)
-	{
-		/* committed: bookkeeping must not turn the answer into a 500 */
-		PG_TRY();
-		{
-			def->after(req);
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(cxt);
-			qs_log_dropped_error("bookkeeping after a committed request failed; its answer stands");
-			FlushErrorState();
-		}
-		PG_END_TRY();
-	}
+		qs_http_after_commit(req, def);
 	qs_role_after(req);
 	if (req->parked)
 		qs_park(req);			/* still suspended: a wake-up answers it */
 	else
-		qs_http_send_suspended(req);
+		qs_handback(req);		/* the worker's loop sends it */
 }
 
 /* After the commit (or its failure): requeue the deferred, answer the others. */

@@ -8,10 +8,9 @@
  * closes it. Over max_connections (counted across workers in shared
  * memory), a connection's request is answered 503 with Retry-After.
  */
-#include "http/http_int.h"
+#include "http/transport/transport.h"
 
 #include <microhttpd.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include "utils/timestamp.h"
@@ -105,26 +104,6 @@ qs_limits_timeout(void)
 	if (next_sweep == 0)
 		return -1;
 	return TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next_sweep);
-}
-
-/*
- * Has the client closed (or reset) its side of c? A peek would miss a FIN
- * behind pipelined bytes; POLLRDHUP does not. A client that half-closes
- * after its request counts as gone, as in nginx.
- */
-bool
-qs_conn_peer_closed(QsConn *c)
-{
-	struct pollfd pfd;
-
-	if (c == NULL || c->fd < 0 || c->phase == QS_PHASE_CLOSING)
-		return c != NULL && c->phase == QS_PHASE_CLOSING;
-	pfd.fd = c->fd;
-	pfd.events = POLLRDHUP;
-	pfd.revents = 0;
-	if (poll(&pfd, 1, 0) <= 0)
-		return false;
-	return (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 static enum MHD_Result

@@ -16,7 +16,7 @@
  * early on shutdown or postmaster death with the commit local only, so
  * that success is turned into a 503 the client retries.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
 
 #include "access/xlog.h"
 #include "miscadmin.h"
@@ -76,8 +76,9 @@ refuse(QsReq *req, const char *message)
 	qs_http_error(req, 503, message);
 }
 
-static void
-refuse_going_away(QsReq *req)
+/* The server is going away: 503, and the connection closes after it. */
+void
+qs_role_going_away(QsReq *req)
 {
 	refuse(req, "this node is shutting down; retry on another node");
 	req->close = true;
@@ -93,7 +94,7 @@ qs_role_refuses(QsReq *req)
 {
 	if (qs_role_dying())
 	{
-		refuse_going_away(req);
+		qs_role_going_away(req);
 		return true;
 	}
 	if (!qs_route_needs_primary(req->route) || !qs_role_standby())
@@ -110,17 +111,5 @@ void
 qs_role_after(QsReq *req)
 {
 	if (qs_role_dying() && (req->status < 300 || req->parked))
-		refuse_going_away(req);
-}
-
-/*
- * The worker is about to exit (shutdown, or the postmaster died): answer
- * every parked pop 503 and give libmicrohttpd a moment to write them.
- */
-void
-qs_role_release_parked(void)
-{
-	qs_parked_answer_all(refuse_going_away);
-	for (int i = 0; i < 4; i++)
-		qs_http_daemon_run();
+		qs_role_going_away(req);
 }

@@ -1,6 +1,6 @@
 /*
- * parked.c: long-poll pops, from parking to resuming, and the wake board
- * they wait on.
+ * parked.c: long-poll pops, from parking to resuming, watching the wake
+ * board (wake.c moves it) while they wait.
  *
  * A pop with wait=true that finds nothing parks: its connection is
  * suspended, no transaction or backend is held, and it retries when a
@@ -10,14 +10,15 @@
  * The wake board (in shared memory, shmem.c) has per queue hash slot a
  * generation and the set of workers with pops parked on it. Any backend
  * that commits a push bumps the generations of the queues it wrote and sets
- * the latches of the workers that wait on them, so a parked pop wakes
- * whether the push came over HTTP or plain SQL.
+ * the latches of the workers that wait on them (wake.c), so a parked pop
+ * wakes whether the push came over HTTP or plain SQL.
  *
  * Who calls what: the pop route arms a park before its first attempt and
- * asks whether to wait; the daemon parks a request it suspends, takes back
- * the ones that have their answer and drops a park when its connection
- * ends; the worker polls and asks how long it may sleep. A retry runs the
- * request again through the router. Nothing here calls the daemon.
+ * asks whether to wait; the daemon parks a request it suspends and drops a
+ * park when its connection ends; the worker polls and asks how long it may
+ * sleep. A retry runs the request again through the router; a pop that has
+ * its answer is handed back (request.c) for the worker's loop to send.
+ * Nothing here calls transport.
  *
  * A parked pop's connection is suspended, so libmicrohttpd does not read
  * it: its socket is watched here for the client's close (EPOLLRDHUP, in an
@@ -27,8 +28,7 @@
  * frees its place under max_connections and leaves no socket in CLOSE-WAIT.
  * The wait itself is capped by pop_max_wait.
  */
-#include "http/http_int.h"
-#include "streams/streams.h"
+#include "http/dispatch/route.h"
 
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -37,9 +37,8 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
-/* Pops parked in this worker, and those retried with an answer to send. */
+/* Pops parked in this worker. */
 static dlist_head waiting = DLIST_STATIC_INIT(waiting);
-static dlist_head answered = DLIST_STATIC_INIT(answered);
 
 /* How many of this worker's parked pops watch each wake slot. */
 static uint32 watch_count[QS_WAKE_SLOTS];
@@ -187,23 +186,8 @@ qs_unpark(QsReq *req)
 		return;
 	if (p->state == QS_PARK_WAITING)
 		stop_watching(p);
-	else if (p->state == QS_PARK_ANSWERED)
-		dlist_delete(&p->node);
 	p->state = QS_PARK_NONE;
 	req->parked = false;
-}
-
-/* The next parked request whose retry has its answer, or NULL; it is no longer parked. */
-QsReq *
-qs_parked_answered(void)
-{
-	QsPark	   *p;
-
-	if (dlist_is_empty(&answered))
-		return NULL;
-	p = dlist_container(QsPark, node, dlist_pop_head_node(&answered));
-	p->state = QS_PARK_NONE;
-	return p->req;
 }
 
 /* ---------------------------------------------------------------- the worker */
@@ -258,8 +242,8 @@ qs_parked_poll(void)
 		{
 			/* the daemon shuts its connection down instead of answering */
 			stop_watching(p);
-			dlist_push_tail(&answered, &p->node);
-			p->state = QS_PARK_ANSWERED;
+			p->state = QS_PARK_NONE;
+			qs_handback(req);
 			continue;
 		}
 		p->gen = pg_atomic_read_u64(&qs_http_shared->gen[p->slot]);
@@ -271,19 +255,20 @@ qs_parked_poll(void)
 														qs_http_pop_recheck_ms);
 			continue;
 		}
-		/* answered (messages, 204 or an error): the daemon sends it */
+		/* answered (messages, 204 or an error): handed back to be sent */
 		stop_watching(p);
-		dlist_push_tail(&answered, &p->node);
-		p->state = QS_PARK_ANSWERED;
+		p->state = QS_PARK_NONE;
+		qs_handback(req);
 	}
 }
 
 /*
- * The worker is going away (role.c): every waiting pop gets its answer from
- * `answer` now, for the daemon to send, instead of waiting for its retry.
+ * The worker is about to exit (shutdown, or the postmaster died): every
+ * waiting pop is answered 503 now (role.c), handed back for the worker's
+ * loop to send before it goes, instead of waiting for its retry.
  */
 void
-qs_parked_answer_all(void (*answer) (QsReq *req))
+qs_parked_release(void)
 {
 	dlist_mutable_iter it;
 
@@ -293,9 +278,9 @@ qs_parked_answer_all(void (*answer) (QsReq *req))
 
 		stop_watching(p);
 		p->req->parked = false;
-		answer(p->req);
-		dlist_push_tail(&answered, &p->node);
-		p->state = QS_PARK_ANSWERED;
+		qs_role_going_away(p->req);
+		p->state = QS_PARK_NONE;
+		qs_handback(p->req);
 	}
 }
 
@@ -307,8 +292,6 @@ qs_parked_timeout(void)
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = 0;
 
-	if (!dlist_is_empty(&answered))
-		return 0;
 	dlist_foreach(it, &waiting)
 	{
 		QsPark	   *p = dlist_container(QsPark, node, it.cur);
@@ -320,174 +303,4 @@ qs_parked_timeout(void)
 			next = t;
 	}
 	return next == 0 ? -1 : TimestampDifferenceMilliseconds(now, next);
-}
-
-/* ---------------------------------------------------------------- wake at commit */
-
-typedef struct PendingPush
-{
-	pg_uuid_t	tenant;
-	char	   *queue;
-	uint64		key;
-	SubTransactionId subid;
-	int64		nmsgs;
-	bool		deleted;		/* the queue was deleted: free its counters */
-} PendingPush;
-
-static MemoryContext pending_cxt = NULL;
-static PendingPush *pending = NULL;
-static int	npending = 0;
-static int	maxpending = 0;
-static bool callbacks_registered = false;
-
-static void
-pending_reset(void)
-{
-	npending = 0;
-	maxpending = 0;
-	pending = NULL;
-	if (pending_cxt)
-		MemoryContextReset(pending_cxt);
-}
-
-/*
- * After commit: count, free the counters of deleted queues, move the
- * generations, wake who waits. Never raises.
- */
-static void
-pending_apply(void)
-{
-	QsHttpShared *s = qs_http_shared;
-	uint64		wake = 0;
-	bool		moved = false;
-
-	for (int i = 0; i < npending; i++)
-	{
-		PendingPush *p = &pending[i];
-		uint32		slot = qs_wake_slot(p->key);
-
-		if (p->nmsgs > 0)
-			pg_atomic_fetch_add_u64(&qs_stat_entry(&p->tenant, p->queue, p->key, NULL)->c[QS_STAT_PUSHED],
-									p->nmsgs);
-		if (p->deleted)
-			qs_stat_free(&p->tenant, p->queue);
-		/* a full barrier: a worker that parks after this sees the new value */
-		pg_atomic_fetch_add_u64(&s->gen[slot], 1);
-		wake |= pg_atomic_read_u64(&s->waiters[slot]);
-		moved = true;
-	}
-	if (moved)
-	{
-		pg_atomic_fetch_add_u64(&s->wakes, 1);
-		qs_streams_wake();		/* declared streams may read these queues */
-	}
-	for (int w = 0; wake != 0 && w < QS_MAX_WORKERS; w++)
-	{
-		if ((wake & (UINT64CONST(1) << w)) == 0)
-			continue;
-		wake &= ~(UINT64CONST(1) << w);
-		if (s->workers[w].latch)
-			SetLatch(s->workers[w].latch);
-	}
-}
-
-static void
-wake_xact_callback(XactEvent event, void *arg)
-{
-	if (npending == 0)
-		return;
-	switch (event)
-	{
-		case XACT_EVENT_COMMIT:
-			pending_apply();
-			pending_reset();
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PREPARE:	/* COMMIT PREPARED wakes nobody: pops recheck */
-		case XACT_EVENT_PARALLEL_ABORT:
-			pending_reset();
-			break;
-		default:
-			break;
-	}
-}
-
-/* A rolled back subtransaction (a failed cycle) took its pushes with it. */
-static void
-wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					  SubTransactionId parentSubid, void *arg)
-{
-	if (event != SUBXACT_EVENT_ABORT_SUB)
-		return;
-	/* entries of this subtransaction and its children have ids >= its own */
-	while (npending > 0 && pending[npending - 1].subid >= mySubid)
-		npending--;
-}
-
-static void pending_add(const pg_uuid_t *tenant, const char *queue, int nmsgs, bool deleted);
-
-/* The push hook (common/hooks.c), in any backend: count and wake at commit. */
-void
-qs_queue_pushed_at_commit(const pg_uuid_t *tenant, const char *queue, int nmsgs)
-{
-	pending_add(tenant, queue, nmsgs, false);
-}
-
-/* The delete hook (common/hooks.c): free the queue's counters at commit. */
-void
-qs_queue_deleted_at_commit(const pg_uuid_t *tenant, const char *queue)
-{
-	pending_add(tenant, queue, 0, true);
-}
-
-static void
-pending_add(const pg_uuid_t *tenant, const char *queue, int nmsgs, bool deleted)
-{
-	SubTransactionId subid;
-	uint64		key;
-	PendingPush *p;
-
-	if (qs_http_shared == NULL || queue == NULL)
-		return;
-
-	subid = GetCurrentSubTransactionId();
-	key = qs_queue_key(tenant, queue);
-	/* consecutive calls for one queue (one per item) fold into one entry */
-	if (npending > 0)
-	{
-		p = &pending[npending - 1];
-		if (!deleted && !p->deleted && p->key == key && p->subid == subid &&
-			memcmp(&p->tenant, tenant, UUID_LEN) == 0 && strcmp(p->queue, queue) == 0)
-		{
-			p->nmsgs += nmsgs;
-			return;
-		}
-	}
-
-	if (!callbacks_registered)
-	{
-		pending_cxt = AllocSetContextCreate(TopMemoryContext, "queen_streams wake",
-											ALLOCSET_SMALL_SIZES);
-		RegisterXactCallback(wake_xact_callback, NULL);
-		RegisterSubXactCallback(wake_subxact_callback, NULL);
-		callbacks_registered = true;
-	}
-	if (npending == maxpending)
-	{
-		int			newmax = Max(16, maxpending * 2);
-		PendingPush *n = MemoryContextAlloc(pending_cxt, sizeof(PendingPush) * newmax);
-
-		if (npending > 0)
-			memcpy(n, pending, sizeof(PendingPush) * npending);
-		pending = n;
-		maxpending = newmax;
-	}
-	p = &pending[npending];
-	p->tenant = *tenant;
-	p->queue = MemoryContextStrdup(pending_cxt, queue);
-	p->key = key;
-	p->subid = subid;
-	p->nmsgs = nmsgs;
-	p->deleted = deleted;
-	npending++;
 }

@@ -15,7 +15,8 @@
  * transaction (a request, or a group of them) at a time. So a worker that accepts a connection while another
  * worker holds fewer passes it over (SCM_RIGHTS on a unix datagram socket).
  */
-#include "http/http_int.h"
+#include "http/transport/transport.h"
+#include "http/dispatch/dispatch.h"
 #include "common/ids.h"
 
 #include <microhttpd.h>
@@ -146,6 +147,7 @@ request_new(struct MHD_Connection *mhd, const char *url, const char *method, con
 	req->status = 500;
 	ci = MHD_get_connection_info(mhd, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	req->conn = ci ? (QsConn *) ci->socket_context : NULL;
+	req->header_bytes = qs_request_header_bytes(mhd, url);
 	return req;
 }
 
@@ -195,7 +197,12 @@ access_cb(void *cls, struct MHD_Connection *mhd, const char *url,
 			*upload_data_size = 0;
 		}
 		else if (!req->dispatched && req->resp == NULL)
+		{
+			/* being served, grouped or parked: no deadline until it answers */
+			if (req->conn)
+				qs_conn_phase(req->conn, QS_PHASE_BUSY);
 			qs_http_dispatch(req);
+		}
 
 		if (rc == MHD_YES && req->resp != NULL && !req->responded && !req->grouped)
 		{
@@ -247,6 +254,7 @@ completed_cb(void *cls, struct MHD_Connection *mhd, void **con_cls,
 		qs_http_count(req);
 		req->conn->linger = true;
 	}
+	qs_handback_forget(req);
 	qs_unpark(req);
 	qs_group_forget(req);
 	if (req->conn && req->conn->phase != QS_PHASE_CLOSING)
@@ -651,8 +659,8 @@ qs_http_daemon_fd(void)
 }
 
 /* A suspended request got its answer outside any callback: send it and resume. */
-void
-qs_http_send_suspended(QsReq *req)
+static void
+send_suspended(QsReq *req)
 {
 	if (!queue_response(req))
 		req->close = true;
@@ -660,16 +668,16 @@ qs_http_send_suspended(QsReq *req)
 }
 
 /*
- * Send the answers of retried parked pops, then run until libmicrohttpd has
- * nothing it wants to do right away.
+ * Send the answers dispatch handed back (a group's members, retried parked
+ * pops), then run until libmicrohttpd has nothing it wants to do right away.
  */
 void
 qs_http_daemon_run(void)
 {
 	QsReq	   *req;
 
-	while ((req = qs_parked_answered()) != NULL)
-		qs_http_send_suspended(req);
+	while ((req = qs_handback_next()) != NULL)
+		send_suspended(req);
 	for (int i = 0; i < 16; i++)
 	{
 		MHD_UNSIGNED_LONG_LONG t;

@@ -5,7 +5,7 @@
  * rule live in the SQL function, so SQL and HTTP answer alike; a raised
  * error maps to its status in the router (invalid input 400, not found 404).
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
 #include "common/ids.h"
 #include "common/spi.h"
 

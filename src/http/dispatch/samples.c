@@ -10,7 +10,7 @@
  * n % QS_SAMPLES, then publishes n in sample_seq; a reader that sees
  * sample_seq move while it read starts again.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
 #include "common/args.h"
 #include "common/ids.h"
 #include "common/json.h"

@@ -3,7 +3,9 @@
  * same shared counters, and the worker-local map from partition to queue
  * that lets acks (which name only a partition) count on their queue.
  */
-#include "http/http_int.h"
+#include "http/dispatch/route.h"
+#include "http/dispatch/cells.h"
+#include "http/dispatch/metrics.h"
 #include "common/ids.h"
 #include "common/spi.h"
 #include "storage/storage.h"

@@ -35,7 +35,8 @@
  * Everything here runs in the worker's loop, outside libmicrohttpd's frames,
  * and never raises: memory is malloc'd, failures close the socket.
  */
-#include "http/http_int.h"
+#include "http/transport/transport.h"
+#include "http/dispatch/dispatch.h"
 #include "common/ids.h"
 
 #include <sys/epoll.h>

@@ -1,0 +1,19 @@
+/*
+ * metrics.h: GET /metrics (metrics.c) and the gauges read at scrape time
+ * (metrics_gauges.c).
+ */
+#ifndef QS_HTTP_METRICS_H
+#define QS_HTTP_METRICS_H
+
+#include "http/request.h"
+
+extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
+extern void qs_metrics_label(StringInfo out, const char *s);
+extern void qs_metrics_header(StringInfo out, const char *name, const char *type, const char *help);
+/* metrics_gauges.c: backlog, lag, dead letters and streams */
+extern void qs_metrics_gauges(StringInfo out, const pg_uuid_t *only);
+extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
+extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
+extern void qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid);
+
+#endif							/* QS_HTTP_METRICS_H */
