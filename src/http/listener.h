@@ -7,7 +7,8 @@
 #ifndef QS_HTTP_LISTENER_H
 #define QS_HTTP_LISTENER_H
 
-#include "common/common.h"
+#include "common/base.h"
+#include "common/jwt.h"
 
 #include "port/atomics.h"
 #include "storage/latch.h"

@@ -3,6 +3,7 @@
  * counting of answers per route and status for /metrics.
  */
 #include "http/dispatch/route.h"
+#include "common/json.h"
 
 #include "utils/jsonb.h"
 #include "utils/memutils.h"

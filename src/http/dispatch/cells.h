@@ -7,6 +7,8 @@
 
 #include "http/request.h"
 
+#include "utils/jsonb.h"
+
 extern bool qs_cells_is_router;
 extern Oid	qs_cells_extension_oid(void);
 extern char *qs_cells_partition_queue(const pg_uuid_t *tenant, const pg_uuid_t *pid);

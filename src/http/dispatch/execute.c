@@ -7,6 +7,7 @@
  * same way.
  */
 #include "http/dispatch/route.h"
+#include "common/spi.h"
 #include "http/dispatch/cells.h"
 
 #include "access/xact.h"

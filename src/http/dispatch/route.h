@@ -8,6 +8,8 @@
 
 #include "http/dispatch/dispatch.h"
 
+#include "utils/jsonb.h"
+
 /* ---------------------------------------------------------------- routes */
 /* Each route has a parse step (no transaction) and a run step (in one). */
 typedef struct QsRouteDef

@@ -5,6 +5,7 @@
  * queen.delete_queue) under the request tenant.
  */
 #include "http/dispatch/route.h"
+#include "common/json.h"
 #include "common/ids.h"
 #include "common/spi.h"
 

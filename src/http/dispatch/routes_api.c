@@ -6,6 +6,7 @@
  * error maps to its status in the router (invalid input 400, not found 404).
  */
 #include "http/dispatch/route.h"
+#include "common/json.h"
 #include "common/ids.h"
 #include "common/spi.h"
 
