@@ -1,6 +1,10 @@
 /*
- * push_text.c: queen.push_text, the push request read as text in one pass
- * (the listener's push route calls it on the raw body).
+ * push_text.c: the push reader. A push request is read here, once, into
+ * push.c's items, whichever entry brings it: queen.push_text (the
+ * listener's push route, on the raw body), queen.push_text_many (its group
+ * commit) and queen.push(jsonb), whose jsonb is written out as text and
+ * read the same way (cheaper than walking the jsonb: measured in
+ * bench/README.md's push section). So the request's rules exist here only.
  *
  * The text is walked once. Each item is checked, grouped and its frame
  * written into its segment buffer (push.c) as soon as its object closes; a
@@ -8,14 +12,14 @@
  * common request is read by a strict scanner (json_scan.c, the fast pass);
  * whatever it gives up on is read again by PostgreSQL's JSON parser, which
  * validates the whole text as jsonb input does (the same lexer with escapes
- * on, numbers checked as numeric). So a text queen.push(text::jsonb) would
- * refuse is refused with the same error, and the answer is queen.push's,
- * item for item.
+ * on, numbers checked as numeric). So a text that text::jsonb would refuse
+ * is refused with the same error, and the answer is the same, item for
+ * item, whether the request came as text or as jsonb.
  *
- * queen.push validates a request only once it is parsed, keeping the last
- * of repeated keys (jsonb's rule). Here too: an item's fields are kept
- * until its object closes, and a field error is held back until the whole
- * text has parsed, so a syntax error anywhere is still reported first.
+ * A request is validated only once it is parsed, keeping the last of
+ * repeated keys (jsonb's rule): an item's fields are kept until its object
+ * closes, and a field error is held back until the whole text has parsed,
+ * so a syntax error anywhere is still reported first.
  */
 #include "storage/storage.h"
 
@@ -102,6 +106,7 @@ typedef struct PtState
 	int			cap;
 	QsPushBatch *batch;			/* NULL: items only collected (a merged push) */
 	bool		collect;
+	bool		trusted;		/* text written from a jsonb: its numbers are numeric's */
 	Held		item_err;		/* the first item error, in item order */
 	/* the item being read */
 	bool		in_item;
@@ -158,16 +163,17 @@ unskip(PtState *st)
 
 /* jsonb input's number check (json_scan.c), so both passes refuse the same numbers. */
 static void
-check_number(const char *token)
+check_number(PtState *st, const char *token)
 {
-	qs_scan_check_number(token, strlen(token));
+	if (!st->trusted)
+		qs_scan_check_number(token, strlen(token));
 }
 
 static void
 pt_skip_scalar(void *state, char *token, JsonTokenType type)
 {
 	if (type == JSON_TOKEN_NUMBER)
-		check_number(token);
+		check_number((PtState *) state, token);
 	if (token)
 		pfree(token);
 }
@@ -433,7 +439,7 @@ pt_scalar(void *state, char *token, JsonTokenType type)
 	PtState    *st = state;
 
 	if (type == JSON_TOKEN_NUMBER)
-		check_number(token);
+		check_number(st, token);
 	if (st->depth == 0)
 		st->top = TOP_OTHER;
 	else if (st->depth == 3 && st->in_item && st->field >= 0 && type == JSON_TOKEN_STRING)
@@ -446,53 +452,64 @@ pt_scalar(void *state, char *token, JsonTokenType type)
 }
 
 /*
- * One result per item, as queen.push answers (its members, in jsonb's key
- * order), written once as JSON text.
+ * One result per item (its members in jsonb's key order), written once as
+ * JSON text: push_text's answer as it is, queen.push's as jsonb.
  */
-static text *
-answer(QsPushItem *items, int n)
+static void
+write_answer(QsJson *j, QsPushItem *items, int n)
 {
-	QsJson		j;
-
-	qsj_init(&j);
-	enlargeStringInfo(&j.buf, n * 200);
-	qsj_array(&j, NULL);
+	qsj_init(j);
+	enlargeStringInfo(&j->buf, n * 200);
+	qsj_array(j, NULL);
 	for (int i = 0; i < n; i++)
 	{
 		QsPushItem *it = &items[i];
 
 		CHECK_FOR_INTERRUPTS();
-		qsj_object(&j, NULL);
-		qsj_int(&j, "index", i);
-		qsj_str(&j, "status", it->status == QS_PUSH_QUEUED ? "queued" : "duplicate");
-		qsj_uuid(&j, "trace_id", it->has_trace ? &it->trace : NULL);
-		qsj_str(&j, "queueName", it->queue);
-		qsj_uuid(&j, "message_id", &it->result_id);
-		qsj_uuid(&j, "partition_id", &it->pid);
-		qsj_strn(&j, "transaction_id", it->txn, it->txn_len);
-		qsj_end_object(&j);
+		qsj_object(j, NULL);
+		qsj_int(j, "index", i);
+		qsj_str(j, "status", it->status == QS_PUSH_QUEUED ? "queued" : "duplicate");
+		qsj_uuid(j, "trace_id", it->has_trace ? &it->trace : NULL);
+		qsj_str(j, "queueName", it->queue);
+		qsj_uuid(j, "message_id", &it->result_id);
+		qsj_uuid(j, "partition_id", &it->pid);
+		qsj_strn(j, "transaction_id", it->txn, it->txn_len);
+		qsj_end_object(j);
 	}
-	qsj_end_array(&j);
+	qsj_end_array(j);
+}
+
+static text *
+answer(QsPushItem *items, int n)
+{
+	QsJson		j;
+
+	write_answer(&j, items, n);
 	return qsj_json(&j);
 }
 
 /*
- * Set while the text is parsed: an error then is the text's (bad JSON).
- * The listener clears it before each call, so an error raised before
- * push_text runs is never taken for the text's.
+ * An error about the text itself (not JSON, bad encoding, a number numeric
+ * refuses, nesting too deep) says so in its context: the listener answers
+ * those as every JSON route answers a bad body, and everything else (an
+ * item's error, a cancel while parsing) as itself.
  */
-static bool in_parse = false;
+#define TEXT_CONTEXT "reading the push request's JSON text"
 
-bool
-qs_push_text_parse_failed(void)
+static void
+text_context(void *arg)
 {
-	return in_parse;
+	int			code = geterrcode();
+
+	if (ERRCODE_TO_CATEGORY(code) == ERRCODE_DATA_EXCEPTION ||
+		code == ERRCODE_STATEMENT_TOO_COMPLEX)
+		errcontext(TEXT_CONTEXT);
 }
 
-void
-qs_push_text_parse_clear(void)
+bool
+qs_push_error_in_text(const ErrorData *edata)
 {
-	in_parse = false;
+	return edata->context != NULL && strstr(edata->context, TEXT_CONTEXT) != NULL;
 }
 
 /* ---------------------------------------------------------------- fast pass */
@@ -628,9 +645,9 @@ fast_items(PtState *st, QsScan *s)
 }
 
 static bool
-fast_read(PtState *st, const char *json, int len)
+fast_read(PtState *st, const char *json, int len, bool trusted)
 {
-	QsScan		s = {json, json + len};
+	QsScan		s = {json, json + len, trusted};
 	bool		more = true;
 	bool		seen_items = false;
 
@@ -665,9 +682,10 @@ fast_read(PtState *st, const char *json, int len)
 }
 
 static void
-init_state(PtState *st, const char *psub, bool collect)
+init_state(PtState *st, const char *psub, bool collect, bool trusted)
 {
 	memset(st, 0, sizeof(*st));
+	st->trusted = trusted;
 	if (psub)
 	{
 		st->psub = psub;
@@ -681,23 +699,31 @@ init_state(PtState *st, const char *psub, bool collect)
 }
 
 /*
- * Read one request's text into `st`, raising its errors in queen.push's
- * order. Without `collect` each item is grouped and framed as it is read.
+ * Read one request's text into `st`, raising its errors in the order
+ * jsonb input and then the item checks would. Without `collect` each item
+ * is grouped and framed as it is read. `trusted`: text we wrote from a
+ * jsonb (valid JSON, in the database encoding, numbers numeric's own).
  */
 static void
-read_request(PtState *st, const char *json, int len, const char *psub, bool collect)
+read_request(PtState *st, const char *json, int len, const char *psub, bool collect,
+			 bool trusted)
 {
 	JsonSemAction sem;
 	JsonParseErrorType rc;
+	ErrorContextCallback errcb;
 
-	in_parse = true;
+	errcb.callback = text_context;
+	errcb.arg = NULL;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
 	/* a C caller's text is not checked yet: NUL and bad bytes as text input refuses them */
-	(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
-	init_state(st, psub, collect);
-	if (!fast_read(st, json, len))
+	if (!trusted)
+		(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
+	init_state(st, psub, collect, trusted);
+	if (!fast_read(st, json, len, trusted))
 	{
 		/* PostgreSQL's parser on the same text, from a fresh state */
-		init_state(st, psub, collect);
+		init_state(st, psub, collect, trusted);
 		memset(&sem, 0, sizeof(sem));
 		sem.semstate = st;
 		sem.object_start = pt_object_start;
@@ -716,9 +742,9 @@ read_request(PtState *st, const char *json, int len, const char *psub, bool coll
 		if (rc != JSON_SUCCESS)
 			json_ereport_error(rc, st->lex);
 	}
-	in_parse = false;
+	error_context_stack = errcb.previous;
 
-	/* the checks of queen.push, in its order */
+	/* the request's checks, in their order */
 	if (st->top != TOP_OBJECT)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -735,6 +761,45 @@ read_request(PtState *st, const char *json, int len, const char *psub, bool coll
 		raise_held(&st->item_err);
 }
 
+/*
+ * SQL: queen.push(request jsonb, tenant uuid, producer_sub text)
+ *
+ * The jsonb written out as text (one pass, the payloads as jsonb writes
+ * them) and read as push_text reads it: its rules, errors and answer.
+ */
+PG_FUNCTION_INFO_V1(qs_push);
+Datum
+qs_push(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *req;
+	char	   *json;
+	pg_uuid_t	tenant;
+	PtState		st;
+	QsJson		j;
+	int			ng;
+	char	   *psub = NULL;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("items array is required")));
+	req = PG_GETARG_JSONB_P(0);
+	qs_tenant_arg(fcinfo, 1, &tenant);
+	/* the pusher's identity comes from the caller (the token), never the body */
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	json = JsonbToCString(NULL, &req->root, VARSIZE(req));
+	read_request(&st, json, strlen(json), psub, false, true);
+
+	qs_spi_connect();
+	/* the groups live in SPI memory: the answer reads only the items */
+	(void) qs_push_finish(st.batch, &tenant, st.items, st.nitems, &ng);
+	qs_spi_finish();
+	write_answer(&j, st.items, st.nitems);
+	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+}
+
 /* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */
 PG_FUNCTION_INFO_V1(qs_push_text);
 Datum
@@ -746,7 +811,6 @@ qs_push_text(PG_FUNCTION_ARGS)
 	int			ng;
 	char	   *psub = NULL;
 
-	in_parse = false;
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -756,7 +820,7 @@ qs_push_text(PG_FUNCTION_ARGS)
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
 
-	read_request(&st, VARDATA_ANY(req), VARSIZE_ANY_EXHDR(req), psub, false);
+	read_request(&st, VARDATA_ANY(req), VARSIZE_ANY_EXHDR(req), psub, false, false);
 
 	qs_spi_connect();
 	/* the groups live in SPI memory: the answer reads only the items */
@@ -805,7 +869,6 @@ qs_push_text_many(PG_FUNCTION_ARGS)
 	int			k = 0;
 	ErrorContextCallback errcb;
 
-	in_parse = false;
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -841,7 +904,7 @@ qs_push_text_many(PG_FUNCTION_ARGS)
 					 errmsg("items array is required")));
 		t = DatumGetTextPP(reqs[k]);
 		read_request(&st[k], VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
-					 subs && !sub_nulls[k] ? TextDatumGetCString(subs[k]) : NULL, true);
+					 subs && !sub_nulls[k] ? TextDatumGetCString(subs[k]) : NULL, true, false);
 		first[k] = total;
 		total += st[k].nitems;
 	}

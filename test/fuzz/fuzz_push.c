@@ -1,7 +1,7 @@
 /*
- * fuzz_push: the push body parser (queen.push, src/storage/push.c: the JSON
- * body to items, grouped and packed into segments) with the storage below it
- * replaced by checks.
+ * fuzz_push: the push reader (queen.push, src/storage/push_text.c: the jsonb
+ * body written out as text and read to items; src/storage/push.c: grouped and
+ * packed into segments) with the storage below it replaced by checks.
  *
  * Input: the request body, as the listener hands it to queen.push (NUL-free,
  * valid UTF-8, parsed as jsonb). Partitions resolve to made-up ids; each
@@ -11,11 +11,14 @@
  * is a multiple of 4 is reported as already stored, so the duplicate and
  * repack paths run too. Checked:
  * push either answers one result per item or raises an input error (a 400:
- * 22023, 22P02, 22003, 54000), never anything else.
+ * 22023, 22P02, 22003, 54000), never anything else; the text it writes from
+ * the jsonb always parses again.
  */
 #include "shim.h"
 
 #include "storage/push.c"
+#include "storage/push_text.c"
+#include "common/json_scan.c"
 #include "storage/codec.c"
 #include "common/json_in.c"
 #include "common/json_out.c"
@@ -29,6 +32,44 @@ QsPushedHook qs_pushed_hook = NULL;
 
 #define NEVER(decl) decl { fprintf(stderr, "shim: %s called\n", __func__); abort(); }
 NEVER(int timestamp2tm(TimestampTz dt, int *tzp, struct pg_tm *tm, fsec_t *fsec, const char **tzn, pg_tz *attimezone))
+/* queen.push_text_many, and numbers checked only in text push_text did not write */
+NEVER(void deconstruct_array(ArrayType *array, Oid elmtype, int elmlen, bool elmbyval, char elmalign, Datum **elemsp, bool **nullsp, int *nelemsp))
+NEVER(ArrayType *construct_array(Datum *elems, int nelems, Oid elmtype, int elmlen, bool elmbyval, char elmalign))
+NEVER(Datum DirectFunctionCall3Coll(PGFunction func, Oid collation, Datum arg1, Datum arg2, Datum arg3))
+NEVER(Datum numeric_in(PG_FUNCTION_ARGS))
+
+void *
+repalloc_huge(void *p, Size size)
+{
+	return repalloc(p, size);
+}
+
+/* queen.push wrote the text from a jsonb: it must parse */
+void
+json_ereport_error(JsonParseErrorType error, JsonLexContext *lex)
+{
+	fprintf(stderr, "the text written from the jsonb does not parse (%d)\n", (int) error);
+	abort();
+}
+
+/* the error context (push_text.c marks errors about the text) */
+int
+geterrcode(void)
+{
+	return fuzz_last_sqlstate;
+}
+
+int
+errcontext_msg(const char *fmt,...)
+{
+	return 0;
+}
+
+int
+set_errcontext_domain(const char *domain)
+{
+	return 0;
+}
 
 void
 qs_tenant_arg(FunctionCallInfo fcinfo, int argno, pg_uuid_t *out)
@@ -238,6 +279,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 out:
+	error_context_stack = NULL;	/* an ereport longjmped past its frame */
 	fuzz_reset();
 	return 0;
 }
