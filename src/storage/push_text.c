@@ -488,6 +488,83 @@ answer(QsPushItem *items, int n)
 	return qsj_json(&j);
 }
 
+/* A jsonb string (its bytes unescaped, as jsonb holds them). */
+static void
+jstr(JsonbValue *v, const char *s, int len)
+{
+	v->type = jbvString;
+	v->val.string.val = (char *) s;
+	v->val.string.len = len;
+}
+
+static void
+jkey(JsonbPair *p, const char *key, int len)
+{
+	jstr(&p->key, key, len);
+	p->order = 0;
+}
+
+#define JKEY(p, k) jkey((p), (k), sizeof(k) - 1)
+
+/*
+ * The same answer built as a jsonb tree and converted once: no text to
+ * parse again. Its members are given in jsonb's key order (shorter keys
+ * first), as convertToJsonb expects of an object it did not sort.
+ */
+#define ANSWER_KEYS 7
+
+static Jsonb *
+answer_jsonb(QsPushItem *items, int n)
+{
+	JsonbValue	arr;
+	JsonbValue *elems = palloc(sizeof(JsonbValue) * Max(n, 1));
+	JsonbPair  *pairs = palloc(sizeof(JsonbPair) * ANSWER_KEYS * Max(n, 1));
+	char	   *ids = palloc((Size) (QS_UUID_STRLEN + 1) * 3 * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		QsPushItem *it = &items[i];
+		JsonbPair  *p = pairs + i * ANSWER_KEYS;
+		char	   *id = ids + (Size) i * 3 * (QS_UUID_STRLEN + 1);
+
+		CHECK_FOR_INTERRUPTS();
+		JKEY(&p[0], "index");
+		p[0].value.type = jbvNumeric;
+		p[0].value.val.numeric = int64_to_numeric(i);
+		JKEY(&p[1], "status");
+		if (it->status == QS_PUSH_QUEUED)
+			jstr(&p[1].value, "queued", 6);
+		else
+			jstr(&p[1].value, "duplicate", 9);
+		JKEY(&p[2], "trace_id");
+		if (it->has_trace)
+		{
+			qs_uuid_format(&it->trace, id);
+			jstr(&p[2].value, id, QS_UUID_STRLEN);
+		}
+		else
+			p[2].value.type = jbvNull;
+		JKEY(&p[3], "queueName");
+		jstr(&p[3].value, it->queue, strlen(it->queue));
+		JKEY(&p[4], "message_id");
+		qs_uuid_format(&it->result_id, id + QS_UUID_STRLEN + 1);
+		jstr(&p[4].value, id + QS_UUID_STRLEN + 1, QS_UUID_STRLEN);
+		JKEY(&p[5], "partition_id");
+		qs_uuid_format(&it->pid, id + 2 * (QS_UUID_STRLEN + 1));
+		jstr(&p[5].value, id + 2 * (QS_UUID_STRLEN + 1), QS_UUID_STRLEN);
+		JKEY(&p[6], "transaction_id");
+		jstr(&p[6].value, it->txn, it->txn_len);
+		elems[i].type = jbvObject;
+		elems[i].val.object.nPairs = ANSWER_KEYS;
+		elems[i].val.object.pairs = p;
+	}
+	arr.type = jbvArray;
+	arr.val.array.nElems = n;
+	arr.val.array.elems = elems;
+	arr.val.array.rawScalar = false;
+	return JsonbValueToJsonb(&arr);
+}
+
 /*
  * An error about the text itself (not JSON, bad encoding, a number numeric
  * refuses, nesting too deep) says so in its context: the listener answers
@@ -775,7 +852,6 @@ qs_push(PG_FUNCTION_ARGS)
 	char	   *json;
 	pg_uuid_t	tenant;
 	PtState		st;
-	QsJson		j;
 	int			ng;
 	char	   *psub = NULL;
 
@@ -796,8 +872,7 @@ qs_push(PG_FUNCTION_ARGS)
 	/* the groups live in SPI memory: the answer reads only the items */
 	(void) qs_push_finish(st.batch, &tenant, st.items, st.nitems, &ng);
 	qs_spi_finish();
-	write_answer(&j, st.items, st.nitems);
-	PG_RETURN_JSONB_P(qsj_jsonb(&j));
+	PG_RETURN_JSONB_P(answer_jsonb(st.items, st.nitems));
 }
 
 /* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */
