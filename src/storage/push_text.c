@@ -453,7 +453,7 @@ pt_scalar(void *state, char *token, JsonTokenType type)
 
 /*
  * One result per item (its members in jsonb's key order), written once as
- * JSON text: push_text's answer as it is, queen.push's as jsonb.
+ * JSON text: push_text's answer.
  */
 static void
 write_answer(QsJson *j, QsPushItem *items, int n)
@@ -507,9 +507,10 @@ jkey(JsonbPair *p, const char *key, int len)
 #define JKEY(p, k) jkey((p), (k), sizeof(k) - 1)
 
 /*
- * The same answer built as a jsonb tree and converted once: no text to
- * parse again. Its members are given in jsonb's key order (shorter keys
- * first), as convertToJsonb expects of an object it did not sort.
+ * The same answer for queen.push, built as a jsonb tree and converted once
+ * (no text parsed again). Its members are given in jsonb's key order
+ * (shorter keys first), as convertToJsonb expects of an object it did not
+ * sort; the answers of both entries are compared in push_text.sql.
  */
 #define ANSWER_KEYS 7
 
