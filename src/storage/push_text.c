@@ -2,9 +2,10 @@
  * push_text.c: the push reader. A push request is read here, once, into
  * push.c's items, whichever entry brings it: queen.push_text (the
  * listener's push route, on the raw body), queen.push_text_many (its group
- * commit) and queen.push(jsonb), whose jsonb is written out as text and
- * read the same way (cheaper than walking the jsonb: measured in
- * bench/README.md's push section). So the request's rules exist here only.
+ * commit) and queen.push(jsonb), whose jsonb is walked into the same
+ * fields and checked by the same finish_item and check_request (faster
+ * than writing it out as text to read it again: bench/README.md's push
+ * section). So the request's rules exist here only.
  *
  * The text is walked once. Each item is checked, grouped and its frame
  * written into its segment buffer (push.c) as soon as its object closes; a
@@ -106,7 +107,6 @@ typedef struct PtState
 	int			cap;
 	QsPushBatch *batch;			/* NULL: items only collected (a merged push) */
 	bool		collect;
-	bool		trusted;		/* text written from a jsonb: its numbers are numeric's */
 	Held		item_err;		/* the first item error, in item order */
 	/* the item being read */
 	bool		in_item;
@@ -163,17 +163,16 @@ unskip(PtState *st)
 
 /* jsonb input's number check (json_scan.c), so both passes refuse the same numbers. */
 static void
-check_number(PtState *st, const char *token)
+check_number(const char *token)
 {
-	if (!st->trusted)
-		qs_scan_check_number(token, strlen(token));
+	qs_scan_check_number(token, strlen(token));
 }
 
 static void
 pt_skip_scalar(void *state, char *token, JsonTokenType type)
 {
 	if (type == JSON_TOKEN_NUMBER)
-		check_number((PtState *) state, token);
+		check_number(token);
 	if (token)
 		pfree(token);
 }
@@ -439,7 +438,7 @@ pt_scalar(void *state, char *token, JsonTokenType type)
 	PtState    *st = state;
 
 	if (type == JSON_TOKEN_NUMBER)
-		check_number(st, token);
+		check_number(token);
 	if (st->depth == 0)
 		st->top = TOP_OTHER;
 	else if (st->depth == 3 && st->in_item && st->field >= 0 && type == JSON_TOKEN_STRING)
@@ -723,9 +722,9 @@ fast_items(PtState *st, QsScan *s)
 }
 
 static bool
-fast_read(PtState *st, const char *json, int len, bool trusted)
+fast_read(PtState *st, const char *json, int len)
 {
-	QsScan		s = {json, json + len, trusted};
+	QsScan		s = {json, json + len};
 	bool		more = true;
 	bool		seen_items = false;
 
@@ -760,10 +759,9 @@ fast_read(PtState *st, const char *json, int len, bool trusted)
 }
 
 static void
-init_state(PtState *st, const char *psub, bool collect, bool trusted)
+init_state(PtState *st, const char *psub, bool collect)
 {
 	memset(st, 0, sizeof(*st));
-	st->trusted = trusted;
 	if (psub)
 	{
 		st->psub = psub;
@@ -776,15 +774,15 @@ init_state(PtState *st, const char *psub, bool collect, bool trusted)
 	reset_items(st);
 }
 
+static void check_request(PtState *st);
+
 /*
  * Read one request's text into `st`, raising its errors in the order
  * jsonb input and then the item checks would. Without `collect` each item
- * is grouped and framed as it is read. `trusted`: text we wrote from a
- * jsonb (valid JSON, in the database encoding, numbers numeric's own).
+ * is grouped and framed as it is read.
  */
 static void
-read_request(PtState *st, const char *json, int len, const char *psub, bool collect,
-			 bool trusted)
+read_request(PtState *st, const char *json, int len, const char *psub, bool collect)
 {
 	JsonSemAction sem;
 	JsonParseErrorType rc;
@@ -795,13 +793,12 @@ read_request(PtState *st, const char *json, int len, const char *psub, bool coll
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 	/* a C caller's text is not checked yet: NUL and bad bytes as text input refuses them */
-	if (!trusted)
-		(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
-	init_state(st, psub, collect, trusted);
-	if (!fast_read(st, json, len, trusted))
+	(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
+	init_state(st, psub, collect);
+	if (!fast_read(st, json, len))
 	{
 		/* PostgreSQL's parser on the same text, from a fresh state */
-		init_state(st, psub, collect, trusted);
+		init_state(st, psub, collect);
 		memset(&sem, 0, sizeof(sem));
 		sem.semstate = st;
 		sem.object_start = pt_object_start;
@@ -821,8 +818,13 @@ read_request(PtState *st, const char *json, int len, const char *psub, bool coll
 			json_ereport_error(rc, st->lex);
 	}
 	error_context_stack = errcb.previous;
+	check_request(st);
+}
 
-	/* the request's checks, in their order */
+/* The request's checks once it is read, in their order. */
+static void
+check_request(PtState *st)
+{
 	if (st->top != TOP_OBJECT)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -839,18 +841,122 @@ read_request(PtState *st, const char *json, int len, const char *psub, bool coll
 		raise_held(&st->item_err);
 }
 
+/* A field of an item as the text reader keeps it, from its jsonb value. */
+static void
+walk_field(Field *fd, JsonbValue *v, bool payload)
+{
+	fd->present = v->type != jbvNull;
+	fd->str = NULL;
+	switch (v->type)
+	{
+		case jbvString:
+			fd->tok = JSON_TOKEN_STRING;
+			if (!payload)
+				fd->str = pnstrdup(v->val.string.val, v->val.string.len);
+			break;
+		case jbvNumeric:
+			fd->tok = JSON_TOKEN_NUMBER;
+			break;
+		case jbvBool:
+			fd->tok = v->val.boolean ? JSON_TOKEN_TRUE : JSON_TOKEN_FALSE;
+			break;
+		case jbvBinary:
+			fd->tok = JsonContainerIsObject(v->val.binary.data) ?
+				JSON_TOKEN_OBJECT_START : JSON_TOKEN_ARRAY_START;
+			break;
+		default:
+			fd->tok = JSON_TOKEN_NULL;
+			break;
+	}
+	if (payload && fd->present)
+	{
+		int			len;
+
+		fd->start = qs_json_text(v, &len);
+		fd->end = fd->start + len;
+	}
+}
+
+/*
+ * The jsonb's request walked into `st`: the same fields, the same
+ * finish_item; no text, so no syntax error can come first and the first
+ * item error ends the walk.
+ */
+static void
+walk_request(PtState *st, Jsonb *jb, const char *psub)
+{
+	JsonbValue	v;
+	JsonbContainer *arr;
+	int			n;
+
+	init_state(st, psub, false);
+	if (!JB_ROOT_IS_OBJECT(jb))
+	{
+		st->top = TOP_OTHER;
+		return;
+	}
+	st->top = TOP_OBJECT;
+	if (getKeyJsonValueFromContainer(&jb->root, "items", 5, &v) == NULL)
+		return;
+	if (v.type == jbvNull)
+	{
+		st->items_kind = ITEMS_NULL;
+		return;
+	}
+	if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+	{
+		st->items_kind = ITEMS_OTHER;
+		return;
+	}
+	st->items_kind = ITEMS_ARRAY;
+	arr = v.val.binary.data;
+	n = JsonContainerSize(arr);
+	for (int i = 0; i < n && !st->item_err.set; i++)
+	{
+		JsonbValue *e = getIthJsonbValueFromContainer(arr, i);
+		JsonbContainer *o;
+		bool		have_payload = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (e->type != jbvBinary || !JsonContainerIsObject(e->val.binary.data))
+		{
+			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
+				 psprintf("%s must be a JSON object", item_what(st->nitems)), NULL);
+			break;
+		}
+		o = e->val.binary.data;
+		memset(st->f, 0, sizeof(st->f));
+		for (int f = 0; f < F_COUNT; f++)
+		{
+			bool		payload = f == F_PAYLOAD || f == F_DATA;
+
+			/* "data" is read only when "payload" is absent or null */
+			if (f == F_DATA && have_payload)
+				continue;
+			if (getKeyJsonValueFromContainer(o, field_names[f].name, field_names[f].len, &v))
+			{
+				walk_field(&st->f[f], &v, payload);
+				if (f == F_PAYLOAD)
+					have_payload = st->f[f].present;
+			}
+		}
+		finish_item(st);
+	}
+}
+
 /*
  * SQL: queen.push(request jsonb, tenant uuid, producer_sub text)
  *
- * The jsonb written out as text (one pass, the payloads as jsonb writes
- * them) and read as push_text reads it: its rules, errors and answer.
+ * The jsonb walked into the same items through the same checks
+ * (finish_item, check_request): push_text's rules, errors and answer.
+ * Walking was faster than writing the jsonb out as text for the text
+ * reader (bench/README.md).
  */
 PG_FUNCTION_INFO_V1(qs_push);
 Datum
 qs_push(PG_FUNCTION_ARGS)
 {
 	Jsonb	   *req;
-	char	   *json;
 	pg_uuid_t	tenant;
 	PtState		st;
 	int			ng;
@@ -866,8 +972,8 @@ qs_push(PG_FUNCTION_ARGS)
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
 
-	json = JsonbToCString(NULL, &req->root, VARSIZE(req));
-	read_request(&st, json, strlen(json), psub, false, true);
+	walk_request(&st, req, psub);
+	check_request(&st);
 
 	qs_spi_connect();
 	/* the groups live in SPI memory: the answer reads only the items */
@@ -896,7 +1002,7 @@ qs_push_text(PG_FUNCTION_ARGS)
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
 
-	read_request(&st, VARDATA_ANY(req), VARSIZE_ANY_EXHDR(req), psub, false, false);
+	read_request(&st, VARDATA_ANY(req), VARSIZE_ANY_EXHDR(req), psub, false);
 
 	qs_spi_connect();
 	/* the groups live in SPI memory: the answer reads only the items */
@@ -980,7 +1086,7 @@ qs_push_text_many(PG_FUNCTION_ARGS)
 					 errmsg("items array is required")));
 		t = DatumGetTextPP(reqs[k]);
 		read_request(&st[k], VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
-					 subs && !sub_nulls[k] ? TextDatumGetCString(subs[k]) : NULL, true, false);
+					 subs && !sub_nulls[k] ? TextDatumGetCString(subs[k]) : NULL, true);
 		first[k] = total;
 		total += st[k].nitems;
 	}

@@ -1,7 +1,8 @@
 /*
  * fuzz_push: the push reader (queen.push, src/storage/push_text.c: the jsonb
- * body written out as text and read to items; src/storage/push.c: grouped and
- * packed into segments) with the storage below it replaced by checks.
+ * body walked into items through the checks push_text applies;
+ * src/storage/push.c: grouped and packed into segments) with the storage
+ * below it replaced by checks.
  *
  * Input: the request body, as the listener hands it to queen.push (NUL-free,
  * valid UTF-8, parsed as jsonb). Partitions resolve to made-up ids; each
@@ -11,8 +12,7 @@
  * is a multiple of 4 is reported as already stored, so the duplicate and
  * repack paths run too. Checked:
  * push either answers one result per item or raises an input error (a 400:
- * 22023, 22P02, 22003, 54000), never anything else; the text it writes from
- * the jsonb always parses again.
+ * 22023, 22P02, 22003, 54000), never anything else.
  */
 #include "shim.h"
 
@@ -32,7 +32,7 @@ QsPushedHook qs_pushed_hook = NULL;
 
 #define NEVER(decl) decl { fprintf(stderr, "shim: %s called\n", __func__); abort(); }
 NEVER(int timestamp2tm(TimestampTz dt, int *tzp, struct pg_tm *tm, fsec_t *fsec, const char **tzn, pg_tz *attimezone))
-/* queen.push_text_many, and numbers checked only in text push_text did not write */
+/* queen.push_text_many's, and the text reader's number check */
 NEVER(void deconstruct_array(ArrayType *array, Oid elmtype, int elmlen, bool elmbyval, char elmalign, Datum **elemsp, bool **nullsp, int *nelemsp))
 NEVER(ArrayType *construct_array(Datum *elems, int nelems, Oid elmtype, int elmlen, bool elmbyval, char elmalign))
 NEVER(Datum DirectFunctionCall3Coll(PGFunction func, Oid collation, Datum arg1, Datum arg2, Datum arg3))
@@ -44,13 +44,8 @@ repalloc_huge(void *p, Size size)
 	return repalloc(p, size);
 }
 
-/* queen.push wrote the text from a jsonb: it must parse */
-void
-json_ereport_error(JsonParseErrorType error, JsonLexContext *lex)
-{
-	fprintf(stderr, "the text written from the jsonb does not parse (%d)\n", (int) error);
-	abort();
-}
+/* the text reader's (queen.push walks its jsonb: never reached) */
+NEVER(void json_ereport_error(JsonParseErrorType error, JsonLexContext *lex))
 
 /* the error context (push_text.c marks errors about the text) */
 int
