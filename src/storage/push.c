@@ -1,8 +1,9 @@
 /*
  * push.c: the packing core of every push (the requests push_text.c reads,
- * the streams cycle's sink items, requeues, transactions): items grouped by (queue, partition) in first-seen
- * order, one segment per group, partitions appended in ascending id order
- * (the global lock order), intra-request duplicates collapsed.
+ * the streams cycle's sink items, requeues, transactions): items grouped
+ * by (queue, partition) in first-seen order, one segment per group,
+ * partitions appended in ascending id order (the global lock order),
+ * intra-request duplicates collapsed.
  */
 #include "storage/storage.h"
 
