@@ -27,6 +27,10 @@
 #     verdict: the INSERT's clients commit one statement each.
 #
 #   bash bench/push_table.sh      # as root; about 20 minutes
+#   QS_BENCH_PAIR=1 bash bench/push_table.sh    # only queen.push(jsonb) against
+#                                 # queen.push_text, 4 clients (a few minutes)
+#   QS_BENCH_PAIR=1 bash bench/push_table.sh   # only queen.push(jsonb) against
+#                                 # queen.push_text, 4 clients, interleaved rounds
 #
 # It takes /tmp/queen_streams.test.lock and installs the working tree into
 # the shared PostgreSQL. With QS_BENCH_PG_BIN naming a private copy of the
@@ -41,6 +45,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${QS_BENCH_ROUNDS:-3}
+PAIR=${QS_BENCH_PAIR:-0}
 [ "$ROUNDS" -ge 1 ] || { echo "QS_BENCH_ROUNDS must be at least 1" >&2; exit 1; }
 # pop_text and pop(jsonb) both drain bench_pop (about 3M messages a round
 # here): queen's side holds three times the baseline's 1.5M a round
@@ -54,13 +59,14 @@ TAG=push_table
 # room to spare: no point should meet a full cache (the table says how many
 # keys were written: 0 if none did)
 CACHE=${QS_BENCH_CACHE:-$((30000000 * ROUNDS))}
+[ "$PAIR" = 1 ] && CACHE=${QS_BENCH_CACHE:-$((3000000 * ROUNDS))}
 . bench/lib.sh
 bench_lock_build
 bench_instance
 cp "$BENCH"/*.sql "$W/"
 [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$W"/*.sql
 Q -f "$W/setup.sql" >/dev/null
-bench_listener
+[ "$PAIR" = 1 ] || bench_listener
 
 # ---------------------------------------------------------------- scripts
 gen() {	# gen NAME MODE TARGET [FN]: a gen_push.pl family; FN push_text turns the calls into text ones
@@ -98,6 +104,7 @@ http_bodies() {	# http_bodies QUEUE: a family's requests, one a line, connection
 }
 
 # ---------------------------------------------------------------- single calls
+if [ "$PAIR" != 1 ]; then	# (not indented: the pair mode skips this section)
 # First, while the shared dedup cache holds only what these points push.
 # server-side ms of one statement
 sms() { Q -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
@@ -144,6 +151,8 @@ fresh() {	# mean server ms of the first push of 10 new connections
 }
 WB=$(warm bigwin wb-); WE=$(warm emptywin we-)
 NB=$(fresh bigwin nb-); NE=$(fresh emptywin ne-)
+
+fi
 
 # ---------------------------------------------------------------- pgbench points
 INV=0
@@ -194,6 +203,34 @@ group_counts() {
 	curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | awk '/^queen_streams_http_group_commits_total / { c = $2 }
 		/^queen_streams_http_group_requests_total / { r = $2 } END { print c + 0, r + 0 }'
 }
+# The pair alone: queen.push(jsonb) against queen.push_text on the same
+# requests (gen_push.pl spread, ids), 4 clients, interleaved in each round.
+if [ "$PAIR" = 1 ]; then
+	gen text_c4 spread text_c4 push_text
+	create_queue text_c4
+	gen jsonb_c4 spread jsonb_c4
+	create_queue jsonb_c4
+	for round in $(seq 1 "$ROUNDS"); do
+		log "pair round $round of $ROUNDS"
+		# shellcheck disable=SC2046
+		point text_c4 queen text_c4 4 simple $(files text_c4)
+		# shellcheck disable=SC2046
+		point jsonb_c4 queen jsonb_c4 4 simple $(files jsonb_c4)
+	done
+	pr() { paste -d' ' <(tr ' ' '\n' <<<"${RUNS[jsonb_c4]}" | sed '/^$/d') \
+		<(tr ' ' '\n' <<<"${RUNS[text_c4]}" | sed '/^$/d') | awk '$2 > 0 { printf "%.2f\n", $1 / $2 }'; }
+	echo
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD); $NCPU CPUs,"
+	echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg); ${DUR}s a point, $ROUNDS interleaved rounds"
+	echo
+	echo "| point | msgs/s (median) | rounds |"
+	echo "|---|---:|---|"
+	for p in text_c4 jsonb_c4; do
+		echo "| $p | ${RATE[$p]} | $(tr -s ' ' ',' <<<"${RUNS[$p]# }") |"
+	done
+	echo "| push(jsonb) / push_text | $(median "$(pr | tr '\n' ' ')" | awk '{ printf "%.2f", $1 }') | $(pr | tr '\n' ',' | sed 's/,$//') |"
+	exit 0
+fi
 declare -A PER_GROUP
 hpoint() {	# hpoint NAME QUEUE CONNS: msgs/s moved in the database over HTTP
 	local name=$1 queue=$2 c=$3 m0 m1 t0 t1 g0 g1 out rate

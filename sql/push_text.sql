@@ -257,4 +257,23 @@ RESET statement_timeout;
 \set VERBOSITY default
 SELECT count(*) AS cut_queues FROM queen.queues WHERE name = 'cutt';
 
+-- An error about the text says so in its context (the listener answers
+-- those "bad body", doc/http.md); an item's error, raised once the whole
+-- text has parsed, does not, nor does a cancel.
+SELECT queen.push_text('{"items": [');
+SELECT queen.push_text('{"items":[{"queue":"q","payload":1e999999}]}');
+SELECT queen.push_text('{"items":[{"queue":"q","traceId":"no"}]}');
+SELECT queen.push('{"items":[{"queue":"q","traceId":"no"}]}');
+SET statement_timeout = '100ms';
+DO $$
+DECLARE
+	ctx text;
+BEGIN
+	PERFORM queen.push_text(t) FROM cut_text;
+EXCEPTION WHEN query_canceled THEN
+	GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
+	RAISE NOTICE 'cancel marked as the text''s: %', ctx LIKE '%push request''s JSON text%';
+END $$;
+RESET statement_timeout;
+
 DROP EXTENSION queen_streams CASCADE;

@@ -3,7 +3,9 @@
 -- mutated ones (a character inserted, dropped, copied or replaced). Both must
 -- give the same answer (ids aside) or the same error. The scanner behind
 -- push_text's fast pass gives up on what it does not know, so a difference
--- means it accepted, refused or ordered an error unlike jsonb input.
+-- means it accepted, refused or ordered an error unlike jsonb input. Both
+-- entries share one reader (push_text.c): queen.push reads the text jsonb
+-- writes, so a difference also means that text reads unlike the original.
 -- Deterministic: setseed() fixes the requests.
 CREATE EXTENSION queen_streams;
 

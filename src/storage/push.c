@@ -1,8 +1,9 @@
 /*
- * push.c: queen.push (POST /api/v1/push) and the packing core that the
- * streams cycle shares: items grouped by (queue, partition) in first-seen
- * order, one segment per group, partitions appended in ascending id order
- * (the global lock order), intra-request duplicates collapsed.
+ * push.c: the packing core of every push (the requests push_text.c reads,
+ * the streams cycle's sink items, requeues, transactions): items grouped
+ * by (queue, partition) in first-seen order, one segment per group,
+ * partitions appended in ascending id order (the global lock order),
+ * intra-request duplicates collapsed.
  */
 #include "storage/storage.h"
 #include "common/hooks.h"
@@ -707,7 +708,7 @@ qs_push_finish(QsPushBatch *b, const pg_uuid_t *tenant, QsPushItem *items, int n
 	return groups;
 }
 
-/* All items at once: queen.push(jsonb), the streams cycle, requeues, transactions. */
+/* All items at once: the streams cycle, requeues, transactions. */
 QsPushGroup *
 qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 			  bool repack, int *ngroups)
@@ -751,97 +752,4 @@ qs_push_set_txn(QsPushItem *it, char *txn)
 		it->txn_given = false;
 	}
 	it->txn_len = strlen(it->txn);
-}
-
-/* SQL: queen.push(request jsonb, tenant uuid) */
-PG_FUNCTION_INFO_V1(qs_push);
-Datum
-qs_push(PG_FUNCTION_ARGS)
-{
-	Jsonb	   *req;
-	JsonbContainer *arr;
-	pg_uuid_t	tenant;
-	QsPushItem *items;
-	int			n;
-	int			ng;
-	char	   *psub = NULL;
-	QsJson		j;
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("items array is required")));
-	req = PG_GETARG_JSONB_P(0);
-	qs_tenant_arg(fcinfo, 1, &tenant);
-	/* the pusher's identity comes from the caller (the token), never the body */
-	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
-		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	arr = qs_json_array(qs_json_object_arg(req, "push request"), "items", "push request");
-	if (arr == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("items array is required")));
-
-	n = JsonContainerSize(arr);
-	items = palloc0(sizeof(QsPushItem) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-	{
-		JsonbValue *v = getIthJsonbValueFromContainer(arr, i);
-		JsonbContainer *o = qs_json_container(v);
-		QsPushItem *it = &items[i];
-		JsonbValue	pv;
-		char		what[32];
-
-		CHECK_FOR_INTERRUPTS();
-		snprintf(what, sizeof(what), "item %d", i);
-		if (o == NULL || !JsonContainerIsObject(o))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s must be a JSON object", what)));
-		it->queue = qs_json_string(o, "queue", what, true);
-		it->partition = qs_json_string(o, "partition", what, false);
-		if (it->partition == NULL)
-			it->partition = "Default";
-		/* checked again on resolve; here the error can name the item */
-		qs_check_new_name("queue", what, it->queue);
-		qs_check_new_name("partition", what, it->partition);
-		qs_uuid7(&it->id);
-		qs_push_item_txn(it, o, what);
-		it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);
-		if (qs_json_get(o, "payload", &pv) || qs_json_get(o, "data", &pv))
-			it->payload = qs_json_text(&pv, &it->payload_len);
-		else
-			it->payload = "";
-		if (psub)
-		{
-			it->psub = psub;
-			it->psub_len = strlen(psub);
-		}
-	}
-
-	qsj_init(&j);
-	qs_spi_connect();
-	/* the groups live in SPI memory: the answer reads only the items */
-	(void) qs_push_items(&tenant, items, n, true, &ng);
-	qs_spi_finish();
-
-	qsj_array(&j, NULL);
-	for (int i = 0; i < n; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		qsj_object(&j, NULL);
-		qsj_int(&j, "index", i);
-		qsj_uuid(&j, "message_id", &items[i].result_id);
-		qsj_strn(&j, "transaction_id", items[i].txn, items[i].txn_len);
-		qsj_uuid(&j, "partition_id", &items[i].pid);
-		if (items[i].has_trace)
-			qsj_uuid(&j, "trace_id", &items[i].trace);
-		else
-			qsj_null(&j, "trace_id");
-		qsj_str(&j, "queueName", items[i].queue);
-		qsj_str(&j, "status", items[i].status == QS_PUSH_QUEUED ? "queued" : "duplicate");
-		qsj_end_object(&j);
-	}
-	qsj_end_array(&j);
-	PG_RETURN_JSONB_P(qsj_jsonb(&j));
 }

@@ -1,6 +1,11 @@
 /*
- * push_text.c: queen.push_text, the push request read as text in one pass
- * (the listener's push route calls it on the raw body).
+ * push_text.c: the push reader. A push request is read here, once, into
+ * push.c's items, whichever entry brings it: queen.push_text (the
+ * listener's push route, on the raw body), queen.push_text_many (its group
+ * commit) and queen.push(jsonb), whose jsonb is walked into the same
+ * fields and checked by the same finish_item and check_request (faster
+ * than writing it out as text to read it again: bench/README.md's push
+ * section). So the request's rules exist here only.
  *
  * The text is walked once. Each item is checked, grouped and its frame
  * written into its segment buffer (push.c) as soon as its object closes; a
@@ -8,14 +13,14 @@
  * common request is read by a strict scanner (json_scan.c, the fast pass);
  * whatever it gives up on is read again by PostgreSQL's JSON parser, which
  * validates the whole text as jsonb input does (the same lexer with escapes
- * on, numbers checked as numeric). So a text queen.push(text::jsonb) would
- * refuse is refused with the same error, and the answer is queen.push's,
- * item for item.
+ * on, numbers checked as numeric). So a text that text::jsonb would refuse
+ * is refused with the same error, and the answer is the same, item for
+ * item, whether the request came as text or as jsonb.
  *
- * queen.push validates a request only once it is parsed, keeping the last
- * of repeated keys (jsonb's rule). Here too: an item's fields are kept
- * until its object closes, and a field error is held back until the whole
- * text has parsed, so a syntax error anywhere is still reported first.
+ * A request is validated only once it is parsed, keeping the last of
+ * repeated keys (jsonb's rule): an item's fields are kept until its object
+ * closes, and a field error is held back until the whole text has parsed,
+ * so a syntax error anywhere is still reported first.
  */
 #include "storage/storage.h"
 #include "common/ids.h"
@@ -449,53 +454,142 @@ pt_scalar(void *state, char *token, JsonTokenType type)
 }
 
 /*
- * One result per item, as queen.push answers (its members, in jsonb's key
- * order), written once as JSON text.
+ * One result per item (its members in jsonb's key order), written once as
+ * JSON text: push_text's answer.
  */
-static text *
-answer(QsPushItem *items, int n)
+static void
+write_answer(QsJson *j, QsPushItem *items, int n)
 {
-	QsJson		j;
-
-	qsj_init(&j);
-	enlargeStringInfo(&j.buf, n * 200);
-	qsj_array(&j, NULL);
+	qsj_init(j);
+	enlargeStringInfo(&j->buf, n * 200);
+	qsj_array(j, NULL);
 	for (int i = 0; i < n; i++)
 	{
 		QsPushItem *it = &items[i];
 
 		CHECK_FOR_INTERRUPTS();
-		qsj_object(&j, NULL);
-		qsj_int(&j, "index", i);
-		qsj_str(&j, "status", it->status == QS_PUSH_QUEUED ? "queued" : "duplicate");
-		qsj_uuid(&j, "trace_id", it->has_trace ? &it->trace : NULL);
-		qsj_str(&j, "queueName", it->queue);
-		qsj_uuid(&j, "message_id", &it->result_id);
-		qsj_uuid(&j, "partition_id", &it->pid);
-		qsj_strn(&j, "transaction_id", it->txn, it->txn_len);
-		qsj_end_object(&j);
+		qsj_object(j, NULL);
+		qsj_int(j, "index", i);
+		qsj_str(j, "status", it->status == QS_PUSH_QUEUED ? "queued" : "duplicate");
+		qsj_uuid(j, "trace_id", it->has_trace ? &it->trace : NULL);
+		qsj_str(j, "queueName", it->queue);
+		qsj_uuid(j, "message_id", &it->result_id);
+		qsj_uuid(j, "partition_id", &it->pid);
+		qsj_strn(j, "transaction_id", it->txn, it->txn_len);
+		qsj_end_object(j);
 	}
-	qsj_end_array(&j);
+	qsj_end_array(j);
+}
+
+static text *
+answer(QsPushItem *items, int n)
+{
+	QsJson		j;
+
+	write_answer(&j, items, n);
 	return qsj_json(&j);
 }
 
-/*
- * Set while the text is parsed: an error then is the text's (bad JSON).
- * The listener clears it before each call, so an error raised before
- * push_text runs is never taken for the text's.
- */
-static bool in_parse = false;
-
-bool
-qs_push_text_parse_failed(void)
+/* A jsonb string (its bytes unescaped, as jsonb holds them). */
+static void
+jstr(JsonbValue *v, const char *s, int len)
 {
-	return in_parse;
+	v->type = jbvString;
+	v->val.string.val = (char *) s;
+	v->val.string.len = len;
 }
 
-void
-qs_push_text_parse_clear(void)
+static void
+jkey(JsonbPair *p, const char *key, int len)
 {
-	in_parse = false;
+	jstr(&p->key, key, len);
+	p->order = 0;
+}
+
+#define JKEY(p, k) jkey((p), (k), sizeof(k) - 1)
+
+/*
+ * The same answer for queen.push, built as a jsonb tree and converted once
+ * (no text parsed again). Its members are given in jsonb's key order
+ * (shorter keys first), as convertToJsonb expects of an object it did not
+ * sort; the answers of both entries are compared in push_text.sql.
+ */
+#define ANSWER_KEYS 7
+
+static Jsonb *
+answer_jsonb(QsPushItem *items, int n)
+{
+	JsonbValue	arr;
+	JsonbValue *elems = palloc(sizeof(JsonbValue) * Max(n, 1));
+	JsonbPair  *pairs = palloc(sizeof(JsonbPair) * ANSWER_KEYS * Max(n, 1));
+	char	   *ids = palloc((Size) (QS_UUID_STRLEN + 1) * 3 * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		QsPushItem *it = &items[i];
+		JsonbPair  *p = pairs + i * ANSWER_KEYS;
+		char	   *id = ids + (Size) i * 3 * (QS_UUID_STRLEN + 1);
+
+		CHECK_FOR_INTERRUPTS();
+		JKEY(&p[0], "index");
+		p[0].value.type = jbvNumeric;
+		p[0].value.val.numeric = int64_to_numeric(i);
+		JKEY(&p[1], "status");
+		if (it->status == QS_PUSH_QUEUED)
+			jstr(&p[1].value, "queued", 6);
+		else
+			jstr(&p[1].value, "duplicate", 9);
+		JKEY(&p[2], "trace_id");
+		if (it->has_trace)
+		{
+			qs_uuid_format(&it->trace, id);
+			jstr(&p[2].value, id, QS_UUID_STRLEN);
+		}
+		else
+			p[2].value.type = jbvNull;
+		JKEY(&p[3], "queueName");
+		jstr(&p[3].value, it->queue, strlen(it->queue));
+		JKEY(&p[4], "message_id");
+		qs_uuid_format(&it->result_id, id + QS_UUID_STRLEN + 1);
+		jstr(&p[4].value, id + QS_UUID_STRLEN + 1, QS_UUID_STRLEN);
+		JKEY(&p[5], "partition_id");
+		qs_uuid_format(&it->pid, id + 2 * (QS_UUID_STRLEN + 1));
+		jstr(&p[5].value, id + 2 * (QS_UUID_STRLEN + 1), QS_UUID_STRLEN);
+		JKEY(&p[6], "transaction_id");
+		jstr(&p[6].value, it->txn, it->txn_len);
+		elems[i].type = jbvObject;
+		elems[i].val.object.nPairs = ANSWER_KEYS;
+		elems[i].val.object.pairs = p;
+	}
+	arr.type = jbvArray;
+	arr.val.array.nElems = n;
+	arr.val.array.elems = elems;
+	arr.val.array.rawScalar = false;
+	return JsonbValueToJsonb(&arr);
+}
+
+/*
+ * An error about the text itself (not JSON, bad encoding, a number numeric
+ * refuses, nesting too deep) says so in its context: the listener answers
+ * those as every JSON route answers a bad body, and everything else (an
+ * item's error, a cancel while parsing) as itself.
+ */
+#define TEXT_CONTEXT "reading the push request's JSON text"
+
+static void
+text_context(void *arg)
+{
+	int			code = geterrcode();
+
+	if (ERRCODE_TO_CATEGORY(code) == ERRCODE_DATA_EXCEPTION ||
+		code == ERRCODE_STATEMENT_TOO_COMPLEX)
+		errcontext(TEXT_CONTEXT);
+}
+
+bool
+qs_push_error_in_text(const ErrorData *edata)
+{
+	return edata->context != NULL && strstr(edata->context, TEXT_CONTEXT) != NULL;
 }
 
 /* ---------------------------------------------------------------- fast pass */
@@ -683,17 +777,24 @@ init_state(PtState *st, const char *psub, bool collect)
 	reset_items(st);
 }
 
+static void check_request(PtState *st);
+
 /*
- * Read one request's text into `st`, raising its errors in queen.push's
- * order. Without `collect` each item is grouped and framed as it is read.
+ * Read one request's text into `st`, raising its errors in the order
+ * jsonb input and then the item checks would. Without `collect` each item
+ * is grouped and framed as it is read.
  */
 static void
 read_request(PtState *st, const char *json, int len, const char *psub, bool collect)
 {
 	JsonSemAction sem;
 	JsonParseErrorType rc;
+	ErrorContextCallback errcb;
 
-	in_parse = true;
+	errcb.callback = text_context;
+	errcb.arg = NULL;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
 	/* a C caller's text is not checked yet: NUL and bad bytes as text input refuses them */
 	(void) pg_verify_mbstr(GetDatabaseEncoding(), json, len, false);
 	init_state(st, psub, collect);
@@ -719,9 +820,14 @@ read_request(PtState *st, const char *json, int len, const char *psub, bool coll
 		if (rc != JSON_SUCCESS)
 			json_ereport_error(rc, st->lex);
 	}
-	in_parse = false;
+	error_context_stack = errcb.previous;
+	check_request(st);
+}
 
-	/* the checks of queen.push, in its order */
+/* The request's checks once it is read, in their order. */
+static void
+check_request(PtState *st)
+{
 	if (st->top != TOP_OBJECT)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -738,6 +844,147 @@ read_request(PtState *st, const char *json, int len, const char *psub, bool coll
 		raise_held(&st->item_err);
 }
 
+/* A field of an item as the text reader keeps it, from its jsonb value. */
+static void
+walk_field(Field *fd, JsonbValue *v, bool payload)
+{
+	fd->present = v->type != jbvNull;
+	fd->str = NULL;
+	switch (v->type)
+	{
+		case jbvString:
+			fd->tok = JSON_TOKEN_STRING;
+			if (!payload)
+				fd->str = pnstrdup(v->val.string.val, v->val.string.len);
+			break;
+		case jbvNumeric:
+			fd->tok = JSON_TOKEN_NUMBER;
+			break;
+		case jbvBool:
+			fd->tok = v->val.boolean ? JSON_TOKEN_TRUE : JSON_TOKEN_FALSE;
+			break;
+		case jbvBinary:
+			fd->tok = JsonContainerIsObject(v->val.binary.data) ?
+				JSON_TOKEN_OBJECT_START : JSON_TOKEN_ARRAY_START;
+			break;
+		default:
+			fd->tok = JSON_TOKEN_NULL;
+			break;
+	}
+	if (payload && fd->present)
+	{
+		int			len;
+
+		fd->start = qs_json_text(v, &len);
+		fd->end = fd->start + len;
+	}
+}
+
+/*
+ * The jsonb's request walked into `st`: the same fields, the same
+ * finish_item; no text, so no syntax error can come first and the first
+ * item error ends the walk.
+ */
+static void
+walk_request(PtState *st, Jsonb *jb, const char *psub)
+{
+	JsonbValue	v;
+	JsonbContainer *arr;
+	int			n;
+
+	init_state(st, psub, false);
+	if (!JB_ROOT_IS_OBJECT(jb))
+	{
+		st->top = TOP_OTHER;
+		return;
+	}
+	st->top = TOP_OBJECT;
+	if (getKeyJsonValueFromContainer(&jb->root, "items", 5, &v) == NULL)
+		return;
+	if (v.type == jbvNull)
+	{
+		st->items_kind = ITEMS_NULL;
+		return;
+	}
+	if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+	{
+		st->items_kind = ITEMS_OTHER;
+		return;
+	}
+	st->items_kind = ITEMS_ARRAY;
+	arr = v.val.binary.data;
+	n = JsonContainerSize(arr);
+	for (int i = 0; i < n && !st->item_err.set; i++)
+	{
+		JsonbValue *e = getIthJsonbValueFromContainer(arr, i);
+		JsonbContainer *o;
+		bool		have_payload = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (e->type != jbvBinary || !JsonContainerIsObject(e->val.binary.data))
+		{
+			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
+				 psprintf("%s must be a JSON object", item_what(st->nitems)), NULL);
+			break;
+		}
+		o = e->val.binary.data;
+		memset(st->f, 0, sizeof(st->f));
+		for (int f = 0; f < F_COUNT; f++)
+		{
+			bool		payload = f == F_PAYLOAD || f == F_DATA;
+
+			/* "data" is read only when "payload" is absent or null */
+			if (f == F_DATA && have_payload)
+				continue;
+			if (getKeyJsonValueFromContainer(o, field_names[f].name, field_names[f].len, &v))
+			{
+				walk_field(&st->f[f], &v, payload);
+				if (f == F_PAYLOAD)
+					have_payload = st->f[f].present;
+			}
+		}
+		finish_item(st);
+	}
+}
+
+/*
+ * SQL: queen.push(request jsonb, tenant uuid, producer_sub text)
+ *
+ * The jsonb walked into the same items through the same checks
+ * (finish_item, check_request): push_text's rules, errors and answer.
+ * Walking was faster than writing the jsonb out as text for the text
+ * reader (bench/README.md).
+ */
+PG_FUNCTION_INFO_V1(qs_push);
+Datum
+qs_push(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *req;
+	pg_uuid_t	tenant;
+	PtState		st;
+	int			ng;
+	char	   *psub = NULL;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("items array is required")));
+	req = PG_GETARG_JSONB_P(0);
+	qs_tenant_arg(fcinfo, 1, &tenant);
+	/* the pusher's identity comes from the caller (the token), never the body */
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	walk_request(&st, req, psub);
+	check_request(&st);
+
+	qs_spi_connect();
+	/* the groups live in SPI memory: the answer reads only the items */
+	(void) qs_push_finish(st.batch, &tenant, st.items, st.nitems, &ng);
+	qs_spi_finish();
+	PG_RETURN_JSONB_P(answer_jsonb(st.items, st.nitems));
+}
+
 /* SQL: queen.push_text(request text, tenant uuid, producer_sub text) */
 PG_FUNCTION_INFO_V1(qs_push_text);
 Datum
@@ -749,7 +996,6 @@ qs_push_text(PG_FUNCTION_ARGS)
 	int			ng;
 	char	   *psub = NULL;
 
-	in_parse = false;
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -808,7 +1054,6 @@ qs_push_text_many(PG_FUNCTION_ARGS)
 	int			k = 0;
 	ErrorContextCallback errcb;
 
-	in_parse = false;
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

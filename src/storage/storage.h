@@ -274,9 +274,8 @@ extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what
 extern void qs_push_set_txn(QsPushItem *it, char *txn);
 extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 								  bool repack, int *ngroups);
-/* push_text.c: whether the last queen.push_text failed on its text (bad JSON) */
-extern bool qs_push_text_parse_failed(void);
-extern void qs_push_text_parse_clear(void);
+/* push_text.c: whether a push's error is about its request's text (bad JSON) */
+extern bool qs_push_error_in_text(const ErrorData *edata);
 /* the same, one item at a time (queen.push_text adds each as it is parsed) */
 typedef struct QsPushBatch QsPushBatch;
 extern QsPushBatch *qs_push_begin(bool repack);

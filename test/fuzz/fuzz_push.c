@@ -1,7 +1,8 @@
 /*
- * fuzz_push: the push body parser (queen.push, src/storage/push.c: the JSON
- * body to items, grouped and packed into segments) with the storage below it
- * replaced by checks.
+ * fuzz_push: the push reader (queen.push, src/storage/push_text.c: the jsonb
+ * body walked into items through the checks push_text applies;
+ * src/storage/push.c: grouped and packed into segments) with the storage
+ * below it replaced by checks.
  *
  * Input: the request body, as the listener hands it to queen.push (NUL-free,
  * valid UTF-8, parsed as jsonb). Partitions resolve to made-up ids; each
@@ -16,6 +17,8 @@
 #include "shim.h"
 
 #include "storage/push.c"
+#include "storage/push_text.c"
+#include "common/json_scan.c"
 #include "storage/codec.c"
 #include "common/json_in.c"
 #include "common/json_out.c"
@@ -29,6 +32,39 @@ QsPushedHook qs_pushed_hook = NULL;
 
 #define NEVER(decl) decl { fprintf(stderr, "shim: %s called\n", __func__); abort(); }
 NEVER(int timestamp2tm(TimestampTz dt, int *tzp, struct pg_tm *tm, fsec_t *fsec, const char **tzn, pg_tz *attimezone))
+/* queen.push_text_many's, and the text reader's number check */
+NEVER(void deconstruct_array(ArrayType *array, Oid elmtype, int elmlen, bool elmbyval, char elmalign, Datum **elemsp, bool **nullsp, int *nelemsp))
+NEVER(ArrayType *construct_array(Datum *elems, int nelems, Oid elmtype, int elmlen, bool elmbyval, char elmalign))
+NEVER(Datum DirectFunctionCall3Coll(PGFunction func, Oid collation, Datum arg1, Datum arg2, Datum arg3))
+NEVER(Datum numeric_in(PG_FUNCTION_ARGS))
+
+void *
+repalloc_huge(void *p, Size size)
+{
+	return repalloc(p, size);
+}
+
+/* the text reader's (queen.push walks its jsonb: never reached) */
+NEVER(void json_ereport_error(JsonParseErrorType error, JsonLexContext *lex))
+
+/* the error context (push_text.c marks errors about the text) */
+int
+geterrcode(void)
+{
+	return fuzz_last_sqlstate;
+}
+
+int
+errcontext_msg(const char *fmt,...)
+{
+	return 0;
+}
+
+int
+set_errcontext_domain(const char *domain)
+{
+	return 0;
+}
 
 void
 qs_tenant_arg(FunctionCallInfo fcinfo, int argno, pg_uuid_t *out)
@@ -238,6 +274,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 out:
+	error_context_stack = NULL;	/* an ereport longjmped past its frame */
 	fuzz_reset();
 	return 0;
 }

@@ -787,13 +787,15 @@ JsonbToCString(StringInfo out, JsonbContainer *in, int estimated_len)
 	return out->data;
 }
 
-Jsonb *
-JsonbValueToJsonb(JsonbValue *v)
+/* A JsonbValue tree (an answer built in memory) as our nodes. */
+static FNode *
+node_of(JsonbValue *v)
 {
-	FNode	   *n = palloc0(sizeof(FNode));
+	FNode	   *n;
 
 	if (v->type == jbvBinary)
-		return (Jsonb *) wrap(cont_node(v->val.binary.data));
+		return cont_node(v->val.binary.data);
+	n = palloc0(sizeof(FNode));
 	n->type = v->type;
 	switch (v->type)
 	{
@@ -807,10 +809,32 @@ JsonbValueToJsonb(JsonbValue *v)
 		case jbvBool:
 			n->b = v->val.boolean;
 			break;
+		case jbvArray:
+		case jbvObject:
+			n->n = n->cap = v->type == jbvArray ? v->val.array.nElems : v->val.object.nPairs;
+			n->vals = palloc(sizeof(FNode *) * Max(n->n, 1));
+			n->keys = palloc(sizeof(char *) * Max(n->n, 1));
+			for (int i = 0; i < n->n; i++)
+			{
+				JsonbValue *e = v->type == jbvArray ? &v->val.array.elems[i] : &v->val.object.pairs[i].value;
+
+				n->keys[i] = v->type == jbvArray ? NULL :
+					pnstrdup(v->val.object.pairs[i].key.val.string.val,
+							 v->val.object.pairs[i].key.val.string.len);
+				n->vals[i] = node_of(e);
+			}
+			fix_header(n);
+			break;
 		default:
 			break;
 	}
-	return (Jsonb *) wrap(n);
+	return n;
+}
+
+Jsonb *
+JsonbValueToJsonb(JsonbValue *v)
+{
+	return (Jsonb *) wrap(node_of(v));
 }
 
 /* ------------------------------------------------------------ numeric */
@@ -819,6 +843,18 @@ static FNum *
 fnum(Datum d)
 {
 	return (FNum *) DatumGetPointer(d);
+}
+
+Numeric
+int64_to_numeric(int64 val)
+{
+	FNum	   *n = palloc0(sizeof(FNum));
+	char		buf[MAXINT8LEN + 1];
+
+	pg_lltoa(val, buf);
+	n->text = pstrdup(buf);
+	n->integral = true;
+	return (Numeric) n;
 }
 
 Datum

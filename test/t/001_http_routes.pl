@@ -36,6 +36,14 @@ is($raw, '[]', 'empty push answers []');
 is($st, 400, 'unparsable body answers 400');
 like($doc->{error}, qr/^bad body: /, 'bad body error');
 
+# a number numeric refuses is the text's error too; an item's is its own
+($st, $doc) = http_json($node, 'POST', '/api/v1/push', '{"items":[{"queue":"q","payload":1e999999}]}');
+is($st, 400, 'a number jsonb refuses answers 400');
+like($doc->{error}, qr/^bad body: value overflows numeric format/, 'as a bad body');
+($st, $doc) = http_json($node, 'POST', '/api/v1/push', '{"items":[{"queue":"q","traceId":"no"}]}');
+is($st, 400, 'an item error answers 400');
+is($doc->{error}, 'item 0: "traceId" must be a UUID', 'with its own message, not as a bad body');
+
 ($st, $doc) = http_json($node, 'POST', '/api/v1/push', { nothing => 1 });
 is($st, 400, 'push without items answers 400');
 is($doc->{error}, 'items array is required', 'the function\'s message');

@@ -121,14 +121,17 @@ push_run(QsReq *req)
 	else
 	{
 		args[0] = PointerGetDatum(cstring_to_text_with_len(req->body.data, req->body.len));
-		qs_push_text_parse_clear();
 		PG_TRY();
 		{
 			txt = qs_http_call_text(&push_plan, args, nulls, req->ctx, &len);
 		}
 		PG_CATCH();
 		{
-			if (!qs_push_text_parse_failed())
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (!qs_push_error_in_text(edata))
 				PG_RE_THROW();
 			/* the body is not JSON: the same answer as every JSON route's */
 			qs_http_raise_bad_body(cxt);
