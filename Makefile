@@ -27,6 +27,7 @@ OBJS = \
 	src/common/uuid7.o \
 	src/http/cells.o \
 	src/http/daemon.o \
+	src/http/gauges_snapshot.o \
 	src/http/group.o \
 	src/http/limits.o \
 	src/http/metrics.o \

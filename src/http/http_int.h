@@ -40,6 +40,7 @@ extern int	qs_http_group_max_wait_ms;
 extern int	qs_http_group_await_ms;
 extern int	qs_http_metrics_queues;
 extern int	qs_http_metrics_queue_idle_s;
+extern int	qs_http_metrics_gauges_interval_s;
 
 #define QS_TENANCY_OFF		0
 #define QS_TENANCY_HEADER	1
@@ -137,6 +138,11 @@ typedef struct QsHttpShared
 	/* samples.c: when each slot of the counters' ring was taken */
 	pg_atomic_uint64 sample_seq;
 	TimestampTz sample_at[QS_SAMPLES];
+	/* gauges_snapshot.c: the newest snapshot of the gauges (a pinned DSM segment) */
+	slock_t		gauges_lock;
+	uint32		gauges_handle;	/* dsm_handle; 0: none yet */
+	TimestampTz gauges_at;		/* the snapshot's time (under gauges_lock) */
+	pg_atomic_uint64 gauges_wanted_at;	/* the last scrape that read it (TimestampTz) */
 	/* stats[0] collects queues that found the table full; sized at start */
 	QsQueueStat stats[FLEXIBLE_ARRAY_MEMBER];
 } QsHttpShared;
@@ -445,8 +451,30 @@ extern void qs_samples_take(void);
 extern void qs_metrics_text(StringInfo out, const pg_uuid_t *only, bool listener);
 extern void qs_metrics_label(StringInfo out, const char *s);
 extern void qs_metrics_header(StringInfo out, const char *name, const char *type, const char *help);
-/* metrics_gauges.c: backlog, lag, dead letters and streams, read at scrape time */
+/* metrics_gauges.c: backlog, lag, dead letters and streams, from a snapshot */
 extern void qs_metrics_gauges(StringInfo out, const pg_uuid_t *only);
+
+/* gauges_snapshot.c: what the gauges read, taken in the background */
+typedef struct QsStreamStatsRow
+{
+	pg_uuid_t	tenant;
+	bool		has_tenant;
+	char	   *stream;
+	bool		paused;
+	int64		v[6];			/* lag, open windows, events, late, errors, windows */
+} QsStreamStatsRow;
+
+typedef struct QsGaugeSet
+{
+	TimestampTz at;				/* the snapshot's transaction start */
+	int			nqueue;
+	struct QsQueueStatsRow *queue;	/* the largest backlogs first */
+	int			nstream;
+	QsStreamStatsRow *stream;	/* (tenant, name) order */
+} QsGaugeSet;
+
+extern void qs_gauges_get(QsGaugeSet *set);
+extern long qs_gauges_tick(void);
 extern void qs_partition_stat_remember(const pg_uuid_t *pid, const pg_uuid_t *tenant, const char *queue);
 extern QsQueueStat *qs_partition_stat(const pg_uuid_t *pid, const pg_uuid_t *tenant);
 extern void qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid);
