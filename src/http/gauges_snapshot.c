@@ -334,11 +334,14 @@ qs_gauges_get(QsGaugeSet *set)
 /* The first worker's refresh under way, if any (only it starts them). */
 static BackgroundWorkerHandle *refresh = NULL;
 static TimestampTz refresh_started = 0;
+static TimestampTz refresh_rest_until = 0;	/* after one: as long again idle */
 
 /*
  * The first HTTP worker, every turn of its loop: start a refresh when one is
- * due. Returns the milliseconds until the next is due, or -1 (a refresh's
- * end, or a scrape, sets the worker's latch).
+ * due, an interval after the snapshot's time and, when a refresh takes
+ * longer than the interval, as long after its end as it took (at most half
+ * of a core on refreshes). Returns the milliseconds until the next is due,
+ * or -1 (a refresh's end, or a scrape, sets the worker's latch).
  */
 long
 qs_gauges_tick(void)
@@ -357,6 +360,7 @@ qs_gauges_tick(void)
 			return -1;
 		pfree(refresh);
 		refresh = NULL;
+		refresh_rest_until = now + (now - refresh_started);
 	}
 	if (qs_http_metrics_gauges_interval_s <= 0 || wanted == 0 || now - wanted > QS_GAUGES_IDLE)
 		return -1;
@@ -364,6 +368,7 @@ qs_gauges_tick(void)
 	at = s->gauges_at;
 	SpinLockRelease(&s->gauges_lock);
 	due = TimestampTzPlusMilliseconds(Max(at, refresh_started), qs_http_metrics_gauges_interval_s * 1000L);
+	due = Max(due, refresh_rest_until);
 	if (now < due)
 		return Max(1, TimestampDifferenceMilliseconds(now, due));
 
