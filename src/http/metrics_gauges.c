@@ -349,7 +349,7 @@ qs_metrics_gauges(StringInfo out, const pg_uuid_t *only)
 	queue_gauges_text(out, &set, only, limit, &folded);
 	stream_gauges_text(out, &set, only, limit, &folded);
 	qs_metrics_header(out, "queen_streams_gauges_folded_rows", "gauge",
-					  "Rows past queen_streams.metrics_queues - 1 summed into the family's \"(other)\" series, by family.");
+					  "Rows past queen_streams.metrics_queues - 1 summed into the family's overflow series, by family.");
 	appendStringInfo(out, "queen_streams_gauges_folded_rows{family=\"consumer_group\"} " INT64_FORMAT "\n"
 					 "queen_streams_gauges_folded_rows{family=\"queue\"} " INT64_FORMAT "\n"
 					 "queen_streams_gauges_folded_rows{family=\"declared_stream\"} " INT64_FORMAT "\n",
