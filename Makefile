@@ -36,6 +36,7 @@ OBJS = \
 	src/http/dispatch/cells.o \
 	src/http/dispatch/execute.o \
 	src/http/dispatch/group.o \
+	src/http/dispatch/gauges_snapshot.o \
 	src/http/dispatch/metrics.o \
 	src/http/dispatch/metrics_gauges.o \
 	src/http/dispatch/parked.o \

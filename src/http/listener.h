@@ -36,6 +36,7 @@ extern int	qs_http_group_max_wait_ms;
 extern int	qs_http_group_await_ms;
 extern int	qs_http_metrics_queues;
 extern int	qs_http_metrics_queue_idle_s;
+extern int	qs_http_metrics_gauges_interval_s;
 
 #define QS_TENANCY_OFF		0
 #define QS_TENANCY_HEADER	1
@@ -128,6 +129,11 @@ typedef struct QsHttpShared
 	/* samples.c: when each slot of the counters' ring was taken */
 	pg_atomic_uint64 sample_seq;
 	TimestampTz sample_at[QS_SAMPLES];
+	/* gauges_snapshot.c: the newest snapshot of the gauges (a pinned DSM segment) */
+	slock_t		gauges_lock;
+	uint32		gauges_handle;	/* dsm_handle; 0: none yet */
+	TimestampTz gauges_at;		/* the snapshot's time (under gauges_lock) */
+	pg_atomic_uint64 gauges_wanted_at;	/* the last scrape that read it (TimestampTz) */
 	/* stats[0] collects queues that found the table full; sized at start */
 	QsQueueStat stats[FLEXIBLE_ARRAY_MEMBER];
 } QsHttpShared;

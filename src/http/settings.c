@@ -29,6 +29,7 @@ int			qs_http_group_max_wait_ms = 0;
 int			qs_http_group_await_ms = 1;
 int			qs_http_metrics_queues = 1024;
 int			qs_http_metrics_queue_idle_s = 3600;
+int			qs_http_metrics_gauges_interval_s = 10;
 
 static const struct config_enum_entry tenancy_options[] = {
 	{"off", QS_TENANCY_OFF, false},
@@ -156,6 +157,14 @@ qs_http_guc_init(void)
 							gettext_noop("Only when the new queue finds no free slot; a deleted queue's slot is free at once."),
 							&qs_http_metrics_queue_idle_s,
 							3600, 0, 30 * 86400,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("queen_streams.metrics_gauges_interval",
+							gettext_noop("How often the listener refreshes the snapshot the /metrics gauges read (0: every scrape reads the tables)."),
+							gettext_noop("Refreshed in a background worker while /metrics is scraped; the "
+										 "gauge queen_streams_gauges_age_seconds is the snapshot's age."),
+							&qs_http_metrics_gauges_interval_s,
+							10, 0, 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("queen_streams.pop_recheck_interval",

@@ -58,6 +58,8 @@ qs_shmem_startup(void)
 		pg_atomic_init_u64(&s->group_requests, 0);
 		pg_atomic_init_u64(&s->group_deferrals, 0);
 		pg_atomic_init_u64(&s->sample_seq, 0);
+		SpinLockInit(&s->gauges_lock);
+		pg_atomic_init_u64(&s->gauges_wanted_at, 0);
 		for (int i = 0; i < QS_MAX_WORKERS; i++)
 		{
 			pg_atomic_init_u32(&s->workers[i].connections, 0);

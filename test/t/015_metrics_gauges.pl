@@ -5,7 +5,11 @@
 # its lag, open windows, late events and errors. queen.queue_stats() (the
 # view queen_streams.queue_stats) gives the same rows. With tenancy on, a
 # tenant's scrape shows its own rows only. The label cardinality is bounded
-# by queen_streams.metrics_queues, the rest summed into "(other)".
+# by queen_streams.metrics_queues, the rest summed into "(other)": a queue
+# whose group rows are all folded keeps its own queue series, and
+# queen_streams_gauges_folded_rows counts what was folded. These nodes read
+# the tables at every scrape (metrics_gauges_interval = 0), to compare with
+# SQL right after each step; 016 tests the snapshot scrapes read by default.
 use strict;
 use warnings;
 
@@ -99,6 +103,7 @@ sub check_groups
 
 # ------------------------------------------------------------ tenancy off
 my $node = qs_node('gauges', <<'EOF');
+queen_streams.metrics_gauges_interval = 0
 queen_streams.stream_workers = 1
 queen_streams.stream_poll_interval = 200
 EOF
@@ -242,6 +247,7 @@ my $B = 'bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb';
 $node = qs_node('gauges_tenancy', <<'EOF');
 queen_streams.tenancy = header
 queen_streams.metrics_queues = 16
+queen_streams.metrics_gauges_interval = 0
 EOF
 # queue qN holds N messages
 for my $t ($A, $B)
@@ -263,6 +269,15 @@ is($series->{"consumer_group=(other),queue=(other),tenant=$A"}, 2,
 	'the rest summed into (other): q1 drained (0), q2 for g (2)');
 is($m->{queen_streams_consumer_group_lag_seconds}{"consumer_group=(other),queue=(other),tenant=$A"} > 0, 1,
 	'the overflow lag is the largest of the rest');
+# 17 queues past a bound of 15: the two with the smallest backlogs folded at the queue level too
+is($m->{queen_streams_queue_messages}{"queue=q17,tenant=$A"}, 17, 'q17 has its queue series');
+is($m->{queen_streams_queue_messages}{"queue=(other),tenant=$A"}, 3, 'q1 and q2 summed into the queue overflow');
+is($m->{queen_streams_queue_partitions}{"queue=(other),tenant=$A"}, 2, '... with their two partitions');
+is($m->{queen_streams_gauges_folded_rows}{'family=consumer_group'}, 2, 'two group rows folded');
+is($m->{queen_streams_gauges_folded_rows}{'family=queue'}, 2, 'two queues folded');
+is($m->{queen_streams_gauges_folded_rows}{'family=declared_stream'}, 0, 'no stream folded');
+my $age = $m->{queen_streams_gauges_age_seconds}{''};
+ok(defined $age && $age < 5, 'read at the scrape: an age of about 0 (' . ($age // 'none') . ')');
 my %naive;
 for (split /\n/, $node->safe_psql('postgres', $NAIVE))
 {
@@ -275,6 +290,30 @@ is($m->{queen_streams_consumer_group_backlog_messages}{ gkey($B, 'q17', '__QUEUE
 	"tenant B's own q17");
 ok(!(grep { /tenant=\Q$A\E/ } keys %{ $m->{queen_streams_consumer_group_backlog_messages} }),
 	"B's scrape shows none of A's rows");
+
+# tenant C: five queues with three groups each (15 rows with backlogs of 10)
+# and a queue "wide" with two groups on one message each. Its group rows
+# are all folded, but it keeps its partitions and messages series: there
+# are 6 queues, under the bound.
+my $C = 'cccccccc-cccc-4ccc-8ccc-cccccccccccc';
+for my $q (map { "d$_" } 1 .. 5)
+{
+	$node->safe_psql('postgres', "SELECT queen.push(" . $lit->({ items => [ map { { queue => $q, payload => $_ } } 1 .. 10 ] })
+		  . ", tenant => '$C')");
+	$node->safe_psql('postgres', "SELECT queen.pop('$q', consumer_group => 'g$_', batch => 1, tenant => '$C')") for 1 .. 3;
+}
+$node->safe_psql('postgres', "SELECT queen.push(" . $lit->({ items => [ { queue => 'wide', payload => 1 } ] }) . ", tenant => '$C')");
+$node->safe_psql('postgres', "SELECT queen.pop('wide', consumer_group => 'w$_', batch => 1, tenant => '$C')") for 1 .. 2;
+$m = scrape($node, { 'x-queen-tenant' => $C });
+$series = $m->{queen_streams_consumer_group_backlog_messages};
+is(scalar(grep { /queue=wide,/ } keys %$series), 0, "wide's group rows are all folded");
+is($series->{"consumer_group=(other),queue=(other),tenant=$C"}, 2, '... into (other): one message for each of two groups');
+is($m->{queen_streams_queue_messages}{"queue=wide,tenant=$C"}, 1, 'wide keeps its messages series');
+is($m->{queen_streams_queue_partitions}{"queue=wide,tenant=$C"}, 1, '... and its partitions series');
+is($m->{queen_streams_queue_messages}{"queue=d5,tenant=$C"}, 10, 'd5 too');
+ok(!exists $m->{queen_streams_queue_messages}{"queue=(other),tenant=$C"}, 'no queue folded: no queue overflow series');
+is($m->{queen_streams_gauges_folded_rows}{'family=consumer_group'}, 2, 'the folded gauge says two group rows');
+is($m->{queen_streams_gauges_folded_rows}{'family=queue'}, 0, '... and no queue');
 
 # gauges that cannot be read (a table renamed under them): the scrape still
 # answers 200 with the counters and queen_streams_gauges_up 0, and logs why

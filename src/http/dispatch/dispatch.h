@@ -41,4 +41,7 @@ extern bool qs_role_dying(void);
 /* samples.c: the first worker samples the counters for the charts */
 extern void qs_samples_take(void);
 
+/* gauges_snapshot.c: the first worker starts a refresh of the gauges when due */
+extern long qs_gauges_tick(void);
+
 #endif							/* QS_HTTP_DISPATCH_H */

@@ -1,12 +1,16 @@
 /*
- * metrics_gauges.c: the gauges of GET /metrics that storage answers at
- * scrape time (queen.queue_stats(), queen_streams.stream_stats()): backlog,
- * lag and dead letters per queue and consumer group, and per declared
- * stream its lag, open windows, late events and errors.
+ * metrics_gauges.c: the gauges of GET /metrics that storage answers
+ * (queen.queue_stats(), queen_streams.stream_stats()): backlog, lag and
+ * dead letters per queue and consumer group, partitions and messages per
+ * queue, and per declared stream its lag, open windows, late events and
+ * errors. The rows come from the newest snapshot (gauges_snapshot.c).
  *
- * Cardinality: at most queen_streams.metrics_queues series per metric
- * family, the largest backlogs first; the rows past the bound are summed
- * (lag: the largest) into one series labelled "(other)".
+ * Cardinality: per family at most queen_streams.metrics_queues - 1 series
+ * (queue and group rows: the largest backlogs first; queues: in the order
+ * of their first row; streams: by name), and the rows past the bound are
+ * summed (lag: the largest) into one series labelled "(other)", whose count
+ * queen_streams_gauges_folded_rows gives per family. A queue keeps its own
+ * partitions and messages series when its groups' rows are folded.
  */
 #include "http/dispatch/route.h"
 #include "http/dispatch/metrics.h"
@@ -14,10 +18,9 @@
 #include "common/spi.h"
 #include "storage/storage.h"
 
-#include "catalog/pg_type_d.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #define OTHER "(other)"
@@ -87,11 +90,8 @@ row_value(const QsQueueStatsRow *r, GaugeCol c)
 	return 0;
 }
 
-/* the tenant column of queen_streams.stream_stats() */
-#define SC_TENANT 1
-
 static const char *const stream_gauges[][3] = {
-	/* name, type, help; columns 4.. of queen_streams.stream_stats() */
+	/* name, type, help; QsStreamStatsRow.v[] */
 	{"queen_streams_declared_stream_lag_messages", "gauge",
 	"Source messages past the declared stream's cursor."},
 	{"queen_streams_declared_stream_open_windows", "gauge",
@@ -108,70 +108,13 @@ static const char *const stream_gauges[][3] = {
 
 #define NSTREAM_GAUGES lengthof(stream_gauges)
 
-/*
- * The body of queen_streams.stream_stats() (sql/0.8.0/50-queue-stats.sql),
- * here too so that a library newer than the installed schema (before ALTER
- * EXTENSION UPDATE) still serves /metrics: it reads only 0.3.0's tables.
- */
-static QsPlan stream_stats_plan = {
-	"SELECT d.tenant_id, d.name, d.paused,"
-	"       (SELECT COALESCE(sum(GREATEST(p.last_offset - GREATEST(COALESCE(c.committed, -1), p.log_start - 1), 0)), 0)"
-	"          FROM queen.queues sq"
-	"          JOIN queen.log_partitions p ON p.queue_id = sq.id"
-	"          LEFT JOIN queen.log_consumers c"
-	"            ON c.partition_id = p.id AND c.consumer_group = d.definition ->> 'consumer_group'"
-	"         WHERE sq.tenant_id = d.tenant_id AND sq.name = q.source_queue)::bigint,"
-	"       (SELECT count(*) FROM queen_streams.state s WHERE s.query_id = d.query_id AND s.key <> '__wm__'),"
-	"       COALESCE(st.events, 0)::bigint, COALESCE(st.late, 0)::bigint, COALESCE(st.errors, 0)::bigint,"
-	"       COALESCE(st.windows, 0)::bigint"
-	"  FROM queen_streams.declared_streams d"
-	"  JOIN queen_streams.queries q ON q.id = d.query_id"
-	"  LEFT JOIN (SELECT query_id, sum(events) AS events, sum(late) AS late, sum(errors) AS errors,"
-	"                    sum(windows) AS windows"
-	"               FROM queen_streams.declared_stats GROUP BY query_id) st ON st.query_id = d.query_id"
-	" ORDER BY d.tenant_id, d.name",
-	0, {}
-};
-
-static bool
-row_visible(int r, const pg_uuid_t *only)
+/* the rows folded into "(other)", per family (queen_streams_gauges_folded_rows) */
+typedef struct Folded
 {
-	bool		isnull;
-	Datum		t = qs_col(r, SC_TENANT, &isnull);
-
-	return only == NULL || (!isnull && memcmp(DatumGetUUIDP(t)->data, only->data, UUID_LEN) == 0);
-}
-
-static char *
-col_text(int r, int c)
-{
-	bool		isnull;
-	Datum		d = qs_col(r, c, &isnull);
-
-	return isnull ? pstrdup("") : TextDatumGetCString(d);
-}
-
-/* tenant, and the other labels: {tenant="…",queue="…"[,group="…"]} */
-static void
-labels(StringInfo out, int r, const char *key2, int col2, const char *key3, int col3)
-{
-	bool		isnull;
-	Datum		t = qs_col(r, SC_TENANT, &isnull);
-	char		tenant[QS_UUID_STRLEN + 1];
-
-	if (isnull)
-		tenant[0] = '\0';
-	else
-		qs_uuid_format(DatumGetUUIDP(t), tenant);
-	appendStringInfo(out, "{tenant=\"%s\",%s=\"", tenant, key2);
-	qs_metrics_label(out, col_text(r, col2));
-	if (key3)
-	{
-		appendStringInfo(out, "\",%s=\"", key3);
-		qs_metrics_label(out, col_text(r, col3));
-	}
-	appendStringInfoString(out, "\"}");
-}
+	int64		groups;
+	int64		queues;
+	int64		streams;
+} Folded;
 
 static void
 overflow_labels(StringInfo out, const pg_uuid_t *only, const char *key2, const char *key3)
@@ -188,17 +131,6 @@ overflow_labels(StringInfo out, const pg_uuid_t *only, const char *key2, const c
 	appendStringInfoChar(out, '}');
 }
 
-static double
-col_number(int r, int c, bool seconds)
-{
-	bool		isnull;
-	Datum		d = qs_col(r, c, &isnull);
-
-	if (isnull)
-		return 0;
-	return seconds ? DatumGetFloat8(d) : (double) DatumGetInt64(d);
-}
-
 static void
 value(StringInfo out, double v, bool seconds)
 {
@@ -208,55 +140,59 @@ value(StringInfo out, double v, bool seconds)
 		appendStringInfo(out, " %.0f\n", v);
 }
 
+static bool
+visible(const pg_uuid_t *tenant, const pg_uuid_t *only)
+{
+	return only == NULL || memcmp(tenant, only, sizeof(pg_uuid_t)) == 0;
+}
+
 typedef struct QueueKey
 {
 	pg_uuid_t	tenant;
 	char		name[256];		/* queue names are varchar(255) */
 } QueueKey;
 
+/* {tenant="…",queue="…"[,consumer_group="…"]} */
 static void
-row_labels(StringInfo out, const QsQueueStatsRow *r, bool group)
+row_labels(StringInfo out, const pg_uuid_t *tenant_id, const char *name, const char *key2,
+		   const char *group)
 {
 	char		tenant[QS_UUID_STRLEN + 1];
 
-	qs_uuid_format(&r->tenant, tenant);
-	appendStringInfo(out, "{tenant=\"%s\",queue=\"", tenant);
-	qs_metrics_label(out, r->queue);
+	qs_uuid_format(tenant_id, tenant);
+	appendStringInfo(out, "{tenant=\"%s\",%s=\"", tenant, key2);
+	qs_metrics_label(out, name);
 	if (group)
 	{
 		appendStringInfoString(out, "\",consumer_group=\"");
-		qs_metrics_label(out, r->group);
+		qs_metrics_label(out, group);
 	}
 	appendStringInfoString(out, "\"}");
 }
 
-/* Per (queue, group), the largest backlogs first (the load's order). */
+/* Per (queue, group), the largest backlogs first (the rows' order). */
 static void
-queue_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
+group_gauges_text(StringInfo out, const QsGaugeSet *set, const pg_uuid_t *only, int limit,
+				  Folded *folded)
 {
-	QsQueueStatsRow *rows;
-	int			n = qs_queue_stats_load(&rows);
-	QsQueueStatsRow **keep = palloc(sizeof(QsQueueStatsRow *) * Max(n, 1));
+	QsQueueStatsRow **keep = palloc(sizeof(QsQueueStatsRow *) * Max(set->nqueue, 1));
 	int			nkeep = 0;
-	bool		spill = false;
 	double		other[NGROUP_GAUGES];
-	HTAB	   *seen;
-	HASHCTL		ctl;
 
 	memset(other, 0, sizeof(other));
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < set->nqueue; i++)
 	{
-		QsQueueStatsRow *r = &rows[i];
+		QsQueueStatsRow *r = &set->queue[i];
 
 		CHECK_FOR_INTERRUPTS();
-		if (only && memcmp(&r->tenant, only, sizeof(pg_uuid_t)) != 0)
+		if (!visible(&r->tenant, only))
 			continue;
 		if (nkeep < limit)
 		{
 			keep[nkeep++] = r;
 			continue;
 		}
-		spill = true;
+		folded->groups++;
 		for (int g = 0; g < (int) NGROUP_GAUGES; g++)
 		{
 			double		v = row_value(r, group_gauges[g].col);
@@ -264,42 +200,70 @@ queue_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
 			other[g] = group_gauges[g].seconds ? Max(other[g], v) : other[g] + v;
 		}
 	}
-
 	for (int g = 0; g < (int) NGROUP_GAUGES; g++)
 	{
 		qs_metrics_header(out, group_gauges[g].name, "gauge", group_gauges[g].help);
 		for (int k = 0; k < nkeep; k++)
 		{
 			appendStringInfoString(out, group_gauges[g].name);
-			row_labels(out, keep[k], true);
+			row_labels(out, &keep[k]->tenant, keep[k]->queue, "queue", keep[k]->group);
 			value(out, row_value(keep[k], group_gauges[g].col), group_gauges[g].seconds);
 		}
-		if (spill)
+		if (folded->groups > 0)
 		{
 			appendStringInfoString(out, group_gauges[g].name);
 			overflow_labels(out, only, "queue", "consumer_group");
 			value(out, other[g], group_gauges[g].seconds);
 		}
 	}
+}
 
-	/* per queue: at its first kept row */
+/*
+ * Per queue: its first row stands for it (every row of a queue has its
+ * partitions and messages). Bounded on its own, not by the group rows kept:
+ * a queue whose groups all fall in "(other)" keeps its series while there
+ * are fewer queues than the bound.
+ */
+static void
+queue_gauges_text(StringInfo out, const QsGaugeSet *set, const pg_uuid_t *only, int limit,
+				  Folded *folded)
+{
+	QsQueueStatsRow **keep = palloc(sizeof(QsQueueStatsRow *) * Max(set->nqueue, 1));
+	int			nkeep = 0;
+	double		other[NQUEUE_GAUGES];
+	HTAB	   *seen;
+	HASHCTL		ctl;
+
+	memset(other, 0, sizeof(other));
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(QueueKey);
 	ctl.entrysize = sizeof(QueueKey);
 	ctl.hcxt = CurrentMemoryContext;
-	seen = hash_create("queen_streams metrics queues", Max(nkeep, 16), &ctl,
+	seen = hash_create("queen_streams metrics queues", Max(Min(set->nqueue, 4096), 16), &ctl,
 					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	for (int k = 0; k < nkeep; k++)
+	for (int i = 0; i < set->nqueue; i++)
 	{
+		QsQueueStatsRow *r = &set->queue[i];
 		QueueKey	key;
 		bool		found;
 
+		CHECK_FOR_INTERRUPTS();
+		if (!visible(&r->tenant, only))
+			continue;
 		memset(&key, 0, sizeof(key));
-		key.tenant = keep[k]->tenant;
-		strlcpy(key.name, keep[k]->queue, sizeof(key.name));
+		key.tenant = r->tenant;
+		strlcpy(key.name, r->queue, sizeof(key.name));
 		hash_search(seen, &key, HASH_ENTER, &found);
 		if (found)
-			keep[k] = NULL;
+			continue;
+		if (nkeep < limit)
+		{
+			keep[nkeep++] = r;
+			continue;
+		}
+		folded->queues++;
+		for (int q = 0; q < (int) NQUEUE_GAUGES; q++)
+			other[q] += row_value(r, queue_gauges[q].col);
 	}
 	hash_destroy(seen);
 	for (int q = 0; q < (int) NQUEUE_GAUGES; q++)
@@ -307,49 +271,52 @@ queue_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
 		qs_metrics_header(out, queue_gauges[q].name, "gauge", queue_gauges[q].help);
 		for (int k = 0; k < nkeep; k++)
 		{
-			if (keep[k] == NULL)
-				continue;
 			appendStringInfoString(out, queue_gauges[q].name);
-			row_labels(out, keep[k], false);
+			row_labels(out, &keep[k]->tenant, keep[k]->queue, "queue", NULL);
 			value(out, row_value(keep[k], queue_gauges[q].col), false);
+		}
+		if (folded->queues > 0)
+		{
+			appendStringInfoString(out, queue_gauges[q].name);
+			overflow_labels(out, only, "queue", NULL);
+			value(out, other[q], false);
 		}
 	}
 }
 
 /* Per declared stream, in (tenant, name) order. */
 static void
-stream_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
+stream_gauges_text(StringInfo out, const QsGaugeSet *set, const pg_uuid_t *only, int limit,
+				   Folded *folded)
 {
-	int			n;
-	int		   *keep;
+	QsStreamStatsRow **keep = palloc(sizeof(QsStreamStatsRow *) * Max(set->nstream, 1));
 	int			nkeep = 0;
-	bool		spill = false;
 	double		other[NSTREAM_GAUGES];
+	static const pg_uuid_t none;
 
-	qs_exec(&stream_stats_plan, NULL, NULL, 0);
-	n = (int) SPI_processed;
-	keep = palloc(sizeof(int) * Max(n, 1));
 	memset(other, 0, sizeof(other));
-	for (int r = 0; r < n; r++)
+	for (int i = 0; i < set->nstream; i++)
 	{
+		QsStreamStatsRow *r = &set->stream[i];
+
 		CHECK_FOR_INTERRUPTS();
-		if (!row_visible(r, only))
+		if (only && (!r->has_tenant || !visible(&r->tenant, only)))
 			continue;
 		if (nkeep < limit)
 		{
 			keep[nkeep++] = r;
 			continue;
 		}
-		spill = true;
+		folded->streams++;
 		for (int g = 0; g < (int) NSTREAM_GAUGES; g++)
-			other[g] += col_number(r, 4 + g, false);
+			other[g] += (double) r->v[g];
 	}
 	qs_metrics_header(out, "queen_streams_declared_stream_paused", "gauge", "1 when the declared stream is paused.");
 	for (int k = 0; k < nkeep; k++)
 	{
 		appendStringInfoString(out, "queen_streams_declared_stream_paused");
-		labels(out, keep[k], "stream", 2, NULL, 0);
-		appendStringInfo(out, " %d\n", qs_col_bool(keep[k], 3, false) ? 1 : 0);
+		row_labels(out, keep[k]->has_tenant ? &keep[k]->tenant : &none, keep[k]->stream, "stream", NULL);
+		appendStringInfo(out, " %d\n", keep[k]->paused ? 1 : 0);
 	}
 	for (int g = 0; g < (int) NSTREAM_GAUGES; g++)
 	{
@@ -357,17 +324,16 @@ stream_gauges_text(StringInfo out, const pg_uuid_t *only, int limit)
 		for (int k = 0; k < nkeep; k++)
 		{
 			appendStringInfoString(out, stream_gauges[g][0]);
-			labels(out, keep[k], "stream", 2, NULL, 0);
-			value(out, col_number(keep[k], 4 + g, false), false);
+			row_labels(out, keep[k]->has_tenant ? &keep[k]->tenant : &none, keep[k]->stream, "stream", NULL);
+			value(out, (double) keep[k]->v[g], false);
 		}
-		if (spill)
+		if (folded->streams > 0)
 		{
 			appendStringInfoString(out, stream_gauges[g][0]);
 			overflow_labels(out, only, "stream", NULL);
 			value(out, other[g], false);
 		}
 	}
-	SPI_freetuptable(SPI_tuptable);
 }
 
 /*
@@ -378,9 +344,21 @@ void
 qs_metrics_gauges(StringInfo out, const pg_uuid_t *only)
 {
 	int			limit = Max(qs_http_metrics_queues - 1, 1);
+	QsGaugeSet	set;
+	Folded		folded = {0};
 
-	qs_spi_connect();
-	queue_gauges_text(out, only, limit);
-	stream_gauges_text(out, only, limit);
-	qs_spi_finish();
+	qs_gauges_get(&set);
+	group_gauges_text(out, &set, only, limit, &folded);
+	queue_gauges_text(out, &set, only, limit, &folded);
+	stream_gauges_text(out, &set, only, limit, &folded);
+	qs_metrics_header(out, "queen_streams_gauges_folded_rows", "gauge",
+					  "Rows past queen_streams.metrics_queues - 1 summed into the family's overflow series, by family.");
+	appendStringInfo(out, "queen_streams_gauges_folded_rows{family=\"consumer_group\"} " INT64_FORMAT "\n"
+					 "queen_streams_gauges_folded_rows{family=\"queue\"} " INT64_FORMAT "\n"
+					 "queen_streams_gauges_folded_rows{family=\"declared_stream\"} " INT64_FORMAT "\n",
+					 folded.groups, folded.queues, folded.streams);
+	qs_metrics_header(out, "queen_streams_gauges_age_seconds", "gauge",
+					  "Age of the snapshot the gauges above were read from (queen_streams.metrics_gauges_interval).");
+	appendStringInfo(out, "queen_streams_gauges_age_seconds %.3f\n",
+					 Max((double) (GetCurrentTimestamp() - set.at) / USECS_PER_SEC, 0.0));
 }

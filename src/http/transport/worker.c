@@ -179,6 +179,7 @@ typedef struct Loop
 	TimestampTz next_sample;
 	TimestampTz next_retention;
 	long		stats_wait;
+	long		gauges_wait;	/* worker 0: until the next gauges refresh (-1: none due) */
 	MemoryContext cxt;			/* reset every turn */
 } Loop;
 
@@ -235,6 +236,8 @@ step_timeout(Loop *l)
 		timeout = min_timeout(timeout, l->stats_wait);
 	if (l->index == 0 && l->next_sample != 0)
 		timeout = min_timeout(timeout, until(l->next_sample));
+	if (l->index == 0)
+		timeout = min_timeout(timeout, l->gauges_wait);
 	if (l->index == 0 && qs_http_retention_interval_s > 0 && l->next_retention != 0)
 		timeout = min_timeout(timeout, until(l->next_retention));
 	return timeout;
@@ -323,7 +326,7 @@ step_serve(Loop *l, bool accept_now)
 	qs_limits_sweep();
 }
 
-/* The first worker's samples and retention sweeps; every worker's statistics. */
+/* The first worker's samples, retention sweeps and gauge refreshes; every worker's statistics. */
 static void
 step_periodic(Loop *l)
 {
@@ -347,6 +350,9 @@ step_periodic(Loop *l)
 															qs_http_retention_interval_s * 1000L);
 		}
 	}
+	/* the /metrics gauges' snapshot, refreshed in a worker of its own */
+	if (l->index == 0)
+		l->gauges_wait = qs_gauges_tick();
 	/* bgworkers flush their own statistics */
 	l->stats_wait = pgstat_report_stat(false);
 }
