@@ -143,7 +143,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies: rebuild everything when a header changes.
-$(OBJS): $(wildcard src/*/*.h)
+$(OBJS): $(wildcard src/*/*.h src/*/*/*.h)
 
 # A release's upgrade script ($(1) to $(2)): its fragments in name order
 # (the folder too: a fragment moved away must rebuild the script).
