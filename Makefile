@@ -39,6 +39,7 @@ OBJS = \
 	src/http/dispatch/gauges_snapshot.o \
 	src/http/dispatch/metrics.o \
 	src/http/dispatch/metrics_gauges.o \
+	src/http/dispatch/metrics_text.o \
 	src/http/dispatch/parked.o \
 	src/http/dispatch/role.o \
 	src/http/dispatch/router.o \

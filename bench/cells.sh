@@ -21,16 +21,15 @@
 # Output: a table on stdout and in bench/out/cells.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-OUT="$ROOT/bench/out"
-DURATION=${QS_BENCH_DURATION:-10}
-WARMUP=${QS_BENCH_WARMUP:-2}
 BASE=${QS_BENCH_PORT:-26560}
 TENANTS=6
 PG_CONFIG=${PG_CONFIG:-pg_config}
-BIN=$("$PG_CONFIG" --bindir)
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-log() { printf '[bench/cells %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck disable=SC2034 # bench/lib.sh reads it
+TAG=bench/cells QS_BENCH_PG_BIN=$("$PG_CONFIG" --bindir)
+. bench/lib.sh
+OUT="$ROOT/bench/out"
+DURATION=$DUR
+WARMUP=$WARM
 sql() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -d postgres -c "$2"; }
 
 mkdir -p "$OUT"
@@ -46,14 +45,9 @@ cc -O2 -Wall -o "$WORK/loadgen" bench/http/loadgen.c
 # Holds the lock that scripts/test.sh takes while it builds, installs and
 # runs: the servers use the installed library.
 # ($QS_BENCH_NO_LOCK=1 for a PG_CONFIG of a private copy of PostgreSQL.)
-exec 9>/tmp/queen_streams.test.lock
-if [ -z "${QS_BENCH_NO_LOCK:-}" ]; then
-	log "waiting for /tmp/queen_streams.test.lock"
-	flock 9
-fi
+[ -n "${QS_BENCH_NO_LOCK:-}" ] || bench_lock
 log "building, installing, starting a router and 3 cells"
-make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >/dev/null
-make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+bench_build
 QS_CELLS_DIR=$WORK/cells QS_CELLS_PORT=$BASE QS_CELLS_NO_BUILD=1 PG_CONFIG=$PG_CONFIG \
 	QS_CELLS_CONF=$'queen_streams.http_workers = 4\nqueen_streams.retention_interval = 0\nshared_buffers = 256MB' \
 	bash scripts/cells.sh start --cells 3 >/dev/null
@@ -137,7 +131,7 @@ sql "$R" "DELETE FROM queen_router.cells WHERE idx > 0" >/dev/null
 log "the router's cost per call (pgbench, 1 client)"
 TPS_ROUTER=$(pgb "$R")
 TPS_CELL=$(pgb "$(cellport 0)")
-flock -u 9
+[ -n "${QS_BENCH_NO_LOCK:-}" ] || flock -u 9
 
 CPUS=$(nproc)
 MODEL=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)

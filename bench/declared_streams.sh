@@ -10,50 +10,37 @@
 # Takes /tmp/queen_streams.test.lock, installs the extension from the working
 # tree and runs a throwaway instance. QS_BENCH_PGROOT=<dir> installs into a
 # private copy of the PostgreSQL tree there instead (make install DESTDIR=),
-# which touches nothing shared and needs no lock.
+# which touches nothing shared and needs no lock (as QS_BENCH_PG_BIN does:
+# bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 EVENTS=${QS_BENCH_EVENTS:-60000}
 PARTS=8
 KEYS=50
-
+if [ -n "${QS_BENCH_PGROOT:-}" ]; then
+	QS_BENCH_PG_BIN=$QS_BENCH_PGROOT/usr/lib/postgresql/15/bin
+	export PATH="$QS_BENCH_PG_BIN:$PATH"
+fi
+# shellcheck disable=SC2034 # bench/lib.sh reads them
+TAG=bench/streams BENCH_DB=postgres BENCH_PORT=$((20000 + RANDOM % 20000))
+. bench/lib.sh
 if [ -n "${QS_BENCH_PGROOT:-}" ]; then
 	make -s -j2 >/dev/null
 	make -s install DESTDIR="$QS_BENCH_PGROOT" >/dev/null
-	export PATH="$QS_BENCH_PGROOT/usr/lib/postgresql/15/bin:$PATH"
-	export PG_CONFIG="$QS_BENCH_PGROOT/usr/lib/postgresql/15/bin/pg_config"
 else
-	exec 9>/tmp/queen_streams.test.lock
-	flock 9
-	make -s -j2 >/dev/null
-	make -s install >/dev/null
+	bench_lock_build
 fi
-BIN=$(${PG_CONFIG:-pg_config} --bindir)
 
-TMP=$(mktemp -d /tmp/qs-bench-streams.XXXXXX)
-chown postgres:postgres "$TMP"
-as_pg() { runuser -u postgres -- env PATH="$PATH" "$@"; }
-PORT=$((20000 + RANDOM % 20000))
-HTTP=$((PORT + 1))
-cleanup() { as_pg "$BIN/pg_ctl" -D "$TMP/data" -m immediate -w stop >/dev/null 2>&1 || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-
-as_pg "$BIN/initdb" -D "$TMP/data" -A trust >/dev/null
-cat >>"$TMP/data/postgresql.conf" <<EOF
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$TMP'
-shared_preload_libraries = 'queen_streams'
-queen_streams.http_port = $HTTP
+bench_initdb <<CONF
+queen_streams.http_port = $((BENCH_PORT + 1))
 queen_streams.http_workers = 2
 queen_streams.stream_workers = 1
 shared_buffers = 512MB
 max_wal_size = 4GB
-EOF
-start() { as_pg "$BIN/pg_ctl" -D "$TMP/data" -l "$TMP/log" -w start >/dev/null; }
-stop() { as_pg "$BIN/pg_ctl" -D "$TMP/data" -m fast -w stop >/dev/null; }
-sql() { as_pg "$BIN/psql" -h "$TMP" -p "$PORT" -d postgres -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
+CONF
+HTTP=$((PORT + 1))
+stop() { as_pg "$BIN/pg_ctl" -D "$W/data" -m fast -w stop >/dev/null; }
+sql() { Q -c "$1"; }
 now() { date +%s.%N; }
 start
 sql "CREATE EXTENSION queen_streams"

@@ -13,8 +13,10 @@
 # Not run by CI. Holds /tmp/queen_streams.test.lock while it installs and runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 ROUNDS=${1:-3}
+# shellcheck disable=SC2034 # bench/lib.sh logs with it
+TAG=bench/failover
+. bench/lib.sh
 export QS_HA_FAST=${QS_HA_FAST:-1}
 export QS_HA_DIR=$(mktemp -d /tmp/queen_streams-failover.XXXXXX)
 chown postgres:postgres "$QS_HA_DIR"
@@ -26,17 +28,13 @@ mkdir -p bench/out
 OUT=bench/out/failover.md
 
 # QS_LOCK_HELD=1: the caller holds the lock already
-if [ "${QS_LOCK_HELD:-0}" != 1 ]; then
-	exec 9>/tmp/queen_streams.test.lock
-	flock 9
-fi
-make -s -j"$(nproc)" >/dev/null
-make -s install >/dev/null
+[ "${QS_LOCK_HELD:-0}" = 1 ] || bench_lock
+bench_build
 trap 'scripts/ha-formation.sh stop >/dev/null 2>&1 || true; rm -rf "$QS_HA_DIR"' EXIT
 scripts/ha-formation.sh start >/dev/null
 
 mon() {
-	runuser -u postgres -- psql -X -At -h 127.0.0.1 -p "$QS_HA_MONITOR_PORT" -U autoctl_node \
+	as_pg "$BIN/psql" -X -At -h 127.0.0.1 -p "$QS_HA_MONITOR_PORT" -U autoctl_node \
 		-d pg_auto_failover -c "$1"
 }
 mon_setting() { mon "SELECT setting FROM pg_settings WHERE name = 'pgautofailover.$1'"; }

@@ -33,69 +33,52 @@
 # bench/http/out/group_commit.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
-OUT="$ROOT/bench/http/out"
-BIN=${QS_BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
-DURATION=${QS_BENCH_DURATION:-10}
-WARMUP=${QS_BENCH_WARMUP:-2}
 GC_REQ=${QS_BENCH_GC_REQUESTS:-64}
 GC_WAIT=${QS_BENCH_GC_WAIT:-0}
 GC_AWAIT=${QS_BENCH_GC_AWAIT:-1}
 WORKERS=${QS_BENCH_HTTP_WORKERS:-2}
 ROUNDS=${QS_BENCH_ROUNDS:-3}
 [ "$ROUNDS" -ge 1 ] || { echo "QS_BENCH_ROUNDS must be at least 1" >&2; exit 1; }
-PORT=$((20000 + RANDOM % 20000))
-HTTP_PORT=$((PORT + 1))
 
-# shellcheck disable=SC2034 # bench/lib.sh logs with it
-TAG=bench/http/gc
+# shellcheck disable=SC2034 # bench/lib.sh reads them
+TAG=bench/http/gc BENCH_DB=postgres BENCH_PORT=$((20000 + RANDOM % 20000))
+HTTP_PORT=$((BENCH_PORT + 1))
 . bench/lib.sh
+OUT="$ROOT/bench/http/out"
+DURATION=$DUR
+WARMUP=$WARM
 
 if [ "${QS_BENCH_LOCK:-1}" != 0 ]; then
-	exec 9>/tmp/queen_streams.test.lock
-	log "waiting for /tmp/queen_streams.test.lock"
-	flock 9
+	bench_lock
 elif [ "$BIN" = /usr/lib/postgresql/15/bin ]; then
 	echo "QS_BENCH_LOCK=0 needs a private QS_BENCH_PG_BIN" >&2
 	exit 1
 fi
-make -s PG_CONFIG="$BIN/pg_config" && make -s install PG_CONFIG="$BIN/pg_config"
+bench_build
 
 mkdir -p "$OUT"
-WORK=$(mktemp -d /tmp/qs-bench-gc.XXXXXX)
-chmod 755 "$WORK"
-[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$WORK"
-DATA="$WORK/data"
-trap 'as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$WORK"; bench_huge_pages_release' EXIT
 bench_huge_pages 1280	# shared_buffers and slack
-
-cc -O2 -Wall -o "$WORK/loadgen" bench/http/loadgen.c
-as_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 >/dev/null
-cat >>"$DATA/postgresql.conf" <<CONF
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$WORK'
+bench_initdb <<CONF
 max_connections = 200
 shared_buffers = 1GB
 huge_pages = $HUGE
 max_wal_size = 4GB
 checkpoint_timeout = 30min
-shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = $HTTP_PORT
 queen_streams.retention_interval = 0
 queen_streams.max_connections = 1000
 queen_streams.http_workers = $WORKERS
 CONF
-as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w start >/dev/null
-PSQL=(as_pg "$BIN/psql" -h "$WORK" -p "$PORT" -U postgres -d postgres -qXAt -v ON_ERROR_STOP=1)
-"${PSQL[@]}" -c "CREATE EXTENSION queen_streams"
-for _ in $(seq 100); do
-	[ "$("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening")" = "$WORKERS" ] && break
-	sleep 0.1
-done
+WORK=$W
+DATA="$W/data"
+
+cc -O2 -Wall -o "$WORK/loadgen" bench/http/loadgen.c
+start
+Q -c "CREATE EXTENSION queen_streams"
+bench_wait_workers "$WORKERS"
 
 gc() {	# max_requests max_wait await: set group commit, reload
-	"${PSQL[@]}" -c "ALTER SYSTEM SET queen_streams.group_commit_max_requests = $1" \
+	Q -c "ALTER SYSTEM SET queen_streams.group_commit_max_requests = $1" \
 		-c "ALTER SYSTEM SET queen_streams.group_commit_max_wait = $2" \
 		-c "ALTER SYSTEM SET queen_streams.group_commit_await = ${3:-0}" -c "SELECT pg_reload_conf()" >/dev/null
 	sleep 0.5
@@ -116,29 +99,7 @@ cat >"$WORK/push_sixteen.sql" <<'SQL'
 SELECT queen.push(('{"items":[{"queue":"sixteen","partition":"p' || :p || '","payload":{"id":1,"kind":"click","user":"u-1234"}}]}')::jsonb);
 SQL
 # the cycles: one query, 8 source partitions, each connection its own (as bench/http/run.sh)
-"${PSQL[@]}" >/dev/null <<'SQL'
-SELECT queen.push(jsonb_build_object('items',
-	(SELECT jsonb_agg(jsonb_build_object('queue', 'bench.src', 'partition', 'p' || i, 'payload', '{}'::jsonb))
-	   FROM generate_series(1, 8) i)));
-SELECT queen_streams.register_query(
-	'{"name":"bench","source_queue":"bench.src","sink_queue":"bench.sink","config_hash":"h"}');
-CREATE TABLE bench_bodies AS
-SELECT row_number() OVER (ORDER BY p.name)::int AS i,
-       jsonb_build_object(
-         'query_id', (SELECT id FROM queen_streams.queries WHERE name = 'bench'),
-         'partition_id', p.id,
-         'state_ops', jsonb_build_array(jsonb_build_object('type', 'upsert', 'key', 'tumb:60' || chr(31) || 'k',
-             'value', '{"acc":{"count":1},"windowStart":0,"windowEnd":60000}'::jsonb)),
-         'push_items', jsonb_build_array(jsonb_build_object('queue', 'bench.sink',
-             'partition', 's' || p.name, 'payload', '{"key":"k","count":1}'::jsonb)),
-         'ack', NULL) AS body
-  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE q.name = 'bench.src';
-SQL
-"${PSQL[@]}" -c "COPY (SELECT body FROM bench_bodies ORDER BY i) TO STDOUT" >"$WORK/cycle_bodies.txt"
-cat >"$WORK/cycle_sql.sql" <<'SQL'
-SELECT queen_streams.cycle(body) FROM bench_bodies WHERE i = :client_id % 8 + 1;
-SQL
+bench_cycle_bodies 8
 chmod 644 "$WORK"/*.txt "$WORK"/*.sql
 
 lg() {	# connections, loadgen args...: its summary line

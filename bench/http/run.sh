@@ -27,92 +27,48 @@
 # Knobs: QS_BENCH_DURATION (10), QS_BENCH_WARMUP (2), QS_BENCH_CONNS (8),
 # QS_BENCH_WORKERS (= connections), QS_BENCH_GROUP_COMMIT (max requests per
 # group: 1, off, so that each worker has one request in flight as before),
-# QS_BENCH_PORT (55442), QS_BENCH_HTTP_PORT (55443).
+# QS_BENCH_PORT (55442), QS_BENCH_HTTP_PORT (55443), QS_BENCH_PG_BIN (a
+# private copy of the PostgreSQL tree: no lock; bench/lib.sh).
 # Output: a table on stdout and bench/http/out/results.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
-OUT="$ROOT/bench/http/out"
-BIN=/usr/lib/postgresql/15/bin
-DURATION=${QS_BENCH_DURATION:-10}
-WARMUP=${QS_BENCH_WARMUP:-2}
 CONNS=${QS_BENCH_CONNS:-8}
 WORKERS=${QS_BENCH_WORKERS:-$CONNS}
 GROUP_COMMIT=${QS_BENCH_GROUP_COMMIT:-1}
-PORT=${QS_BENCH_PORT:-55442}
 HTTP_PORT=${QS_BENCH_HTTP_PORT:-55443}
-
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-log() { printf '[bench/http %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck disable=SC2034 # bench/lib.sh reads them
+TAG=bench/http BENCH_PORT=${QS_BENCH_PORT:-55442} BENCH_DB=postgres
+. bench/lib.sh
+OUT="$ROOT/bench/http/out"
+DURATION=$DUR
+WARMUP=$WARM
 
 # One install+benchmark at a time per machine (scripts/test.sh takes the same lock).
-exec 9>/tmp/queen_streams.test.lock
-log "waiting for /tmp/queen_streams.test.lock"
-flock 9
-make -s && make -s install
+bench_lock_build
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-WORK=$(mktemp -d /tmp/queen_streams-bench-http.XXXXXX)
-chmod 755 "$WORK"
-[ "$(id -u)" -eq 0 ] && chown postgres:postgres "$WORK"
-DATA="$WORK/data"
-cleanup() {
-	[ -s "$DATA/PG_VERSION" ] && as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate stop >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'cp -f "$WORK/postgresql.log" "$OUT/" 2>/dev/null || true; cleanup' EXIT
-
-cc -O2 -Wall -o "$WORK/loadgen" bench/http/loadgen.c
-as_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 >/dev/null
-cat >>"$DATA/postgresql.conf" <<CONF
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$WORK'
+bench_initdb <<CONF
 shared_buffers = 1GB
 max_wal_size = 4GB
-shared_preload_libraries = 'queen_streams'
 queen_streams.http_port = $HTTP_PORT
 queen_streams.http_workers = $WORKERS
 max_worker_processes = $((WORKERS + 8))
 queen_streams.group_commit_max_requests = $GROUP_COMMIT
 queen_streams.retention_interval = 0
 CONF
-as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w start >/dev/null
-PSQL=(as_pg "$BIN/psql" -h "$WORK" -p "$PORT" -U postgres -d postgres -qXAt -v ON_ERROR_STOP=1)
-"${PSQL[@]}" -c "CREATE EXTENSION queen_streams"
-wait_workers() {	# until $1 workers listen
-	for _ in $(seq 100); do
-		[ "$("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening")" = "$1" ] && return
-		sleep 0.1
-	done
-	log "only $("${PSQL[@]}" -c "SELECT count(*) FROM queen_streams.http_workers() WHERE listening") of $1 workers listen"
-	exit 1
-}
-wait_workers "$WORKERS"
+WORK=$W
+DATA="$W/data"
+trap 'cp -f "$W/log" "$OUT/postgresql.log" 2>/dev/null || true; bench_cleanup' EXIT
+
+cc -O2 -Wall -o "$WORK/loadgen" bench/http/loadgen.c
+start
+Q -c "CREATE EXTENSION queen_streams"
+bench_wait_workers "$WORKERS"
 
 log "setting up: one query, $CONNS source partitions, $CONNS sink partitions"
-"${PSQL[@]}" >/dev/null <<SQL
-SELECT queen.push(jsonb_build_object('items',
-	(SELECT jsonb_agg(jsonb_build_object('queue', 'bench.src', 'partition', 'p' || i, 'payload', '{}'::jsonb))
-	   FROM generate_series(1, $CONNS) i)));
-SELECT queen_streams.register_query(
-	'{"name":"bench","source_queue":"bench.src","sink_queue":"bench.sink","config_hash":"h"}');
--- one cycle body per connection / pgbench client: its own source partition
--- (the cycle's advisory lock) and its own sink partition (the allocator row)
-CREATE TABLE bench_bodies AS
-SELECT row_number() OVER (ORDER BY p.name)::int AS i,
-       jsonb_build_object(
-         'query_id', (SELECT id FROM queen_streams.queries WHERE name = 'bench'),
-         'partition_id', p.id,
-         'state_ops', jsonb_build_array(jsonb_build_object('type', 'upsert', 'key', 'tumb:60' || chr(31) || 'k',
-             'value', '{"acc":{"count":1},"windowStart":0,"windowEnd":60000}'::jsonb)),
-         'push_items', jsonb_build_array(jsonb_build_object('queue', 'bench.sink',
-             'partition', 's' || p.name, 'payload', '{"key":"k","count":1}'::jsonb)),
-         'ack', NULL) AS body
-  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE q.name = 'bench.src';
+bench_cycle_bodies "$CONNS"
+Q >/dev/null <<SQL
 -- the plain-SQL analog: the same rows written by plain statements
 CREATE TABLE analog_state (query_id uuid, partition_id uuid, key text COLLATE "C", value jsonb,
 	updated_at timestamptz, PRIMARY KEY (query_id, partition_id, key));
@@ -124,12 +80,7 @@ CREATE TABLE analog_segments (i int, base_offset bigint, end_offset bigint, crea
 CREATE TABLE analog_txns (i int, base_offset bigint, end_offset bigint, created_at timestamptz,
 	hashes bytea, PRIMARY KEY (i, base_offset));
 SQL
-"${PSQL[@]}" -c "COPY (SELECT body FROM bench_bodies ORDER BY i) TO STDOUT" >"$WORK/cycle_bodies.txt"
-chmod 644 "$WORK/cycle_bodies.txt"
 
-cat >"$WORK/cycle_sql.sql" <<'SQL'
-SELECT queen_streams.cycle(body) FROM bench_bodies WHERE i = :client_id % (SELECT count(*) FROM bench_bodies) + 1;
-SQL
 cat >"$WORK/analog.sql" <<'SQL'
 BEGIN;
 SELECT pg_advisory_xact_lock(hashtextextended('bench:' || :client_id, 0));
@@ -144,7 +95,7 @@ INSERT INTO analog_txns SELECT i, last_offset, last_offset, now(), '\x0011223344
 END;
 SQL
 echo '{"items":[{"queue":"bench.push1","payload":{"id":1,"kind":"click","user":"u-1234"}}]}' >"$WORK/push1.txt"
-"${PSQL[@]}" -c "SELECT jsonb_build_object('items', jsonb_agg(jsonb_build_object('queue', 'bench.push100',
+Q -c "SELECT jsonb_build_object('items', jsonb_agg(jsonb_build_object('queue', 'bench.push100',
 	'payload', jsonb_build_object('id', i, 'kind', 'click', 'user', 'u-' || i)))) FROM generate_series(1, 100) i" \
 	>"$WORK/push100.txt"
 chmod 644 "$WORK"/*.txt "$WORK"/*.sql
@@ -198,26 +149,26 @@ C_PUSH100=$(cpu_per "$(echo "$PUSH100" | field rps)")
 log "GET /health (the listener alone)"
 mark; HEALTH=$(lg -m GET -u /health); C_HEALTH=$(cpu_per "$(echo "$HEALTH" | field rps)")
 
-RSS=$("${PSQL[@]}" -c "SELECT string_agg(pid::text, ' ') FROM queen_streams.http_workers()" |
+RSS=$(Q -c "SELECT string_agg(pid::text, ' ') FROM queen_streams.http_workers()" |
 	tr ' ' '\n' | while read -r pid; do
 		awk '/VmRSS|RssAnon|RssShmem/ {printf "%s %s kB  ", $1, $2}' "/proc/$pid/status"; echo; done)
-DIST=$("${PSQL[@]}" -c "SELECT string_agg(requests::text, ' ' ORDER BY worker) FROM queen_streams.http_workers()")
+DIST=$(Q -c "SELECT string_agg(requests::text, ' ' ORDER BY worker) FROM queen_streams.http_workers()")
 
 # The default listener: 2 workers for the same connections, beside pgbench
 # with as many clients as transactions the listener can have in flight.
 DEF_HTTP=""
 if [ "$WORKERS" -ne 2 ]; then
 	log "restarting with the default 2 workers"
-	as_pg "$BIN/pg_ctl" -D "$DATA" -l "$WORK/postgresql.log" -w restart \
+	as_pg "$BIN/pg_ctl" -D "$DATA" -l "$W/log" -w restart \
 		-o "-c queen_streams.http_workers=2" >/dev/null
-	wait_workers 2
+	bench_wait_workers 2
 	log "cycles over HTTP ($CONNS connections, 2 workers)"
 	mark; DEF_HTTP=$(lg -m POST -u /streams/v1/cycle -b "$WORK/cycle_bodies.txt")
 	C_DEF_HTTP=$(cpu_per "$(echo "$DEF_HTTP" | field rps)")
 	log "the same cycle over SQL (2 pgbench clients)"
 	mark; DEF_SQL=$(pgb "$WORK/cycle_sql.sql" 2); C_DEF_SQL=$(cpu_per "$DEF_SQL")
 fi
-OK=$("${PSQL[@]}" -c "SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+OK=$(Q -c "SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
 	JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'bench.sink'")
 
 hc=$(echo "$HTTP_CYCLE" | field rps)

@@ -88,9 +88,9 @@ qs_http_count_status(QsRouteId route, int status)
 	answered_count++;
 }
 
-/* libmicrohttpd's side: the head must be complete and still unread */
-void
-qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len)
+/* libmicrohttpd's side (the screen's QsScreenPass): the head must be complete and still unread */
+static void
+handed_on(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	static char buf[64 * 1024 + 2048];
 	ssize_t		n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
@@ -169,7 +169,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (qs_http_shared == NULL)
 	{
 		qs_http_shared = calloc(1, sizeof(QsHttpShared));
-		qs_screen_init();
+		qs_screen_init(handed_on);
 		if (qs_screen_fd() < 0)
 			abort();
 	}

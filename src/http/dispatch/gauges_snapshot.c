@@ -14,7 +14,7 @@
  * scrape, or the first after scrapes stopped), or when the interval is 0.
  * queen.queue_stats() always reads the tables.
  */
-#include "http/dispatch/metrics.h"
+#include "http/dispatch/gauges_snapshot.h"
 #include "http/listener.h"
 #include "common/spi.h"
 #include "common/guc.h"

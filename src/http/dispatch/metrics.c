@@ -6,6 +6,8 @@
 #include "http/dispatch/route.h"
 #include "http/dispatch/cells.h"
 #include "http/dispatch/metrics.h"
+#include "http/dispatch/metrics_gauges.h"
+#include "http/dispatch/metrics_text.h"
 #include "common/ids.h"
 #include "common/spi.h"
 #include "storage/storage.h"
@@ -124,27 +126,6 @@ qs_pop_note_partition(QsReq *req, const pg_uuid_t *pid)
 }
 
 /* ---------------------------------------------------------------- /metrics */
-
-/* A label value, escaped as the text format asks (the gauges use it too). */
-void
-qs_metrics_label(StringInfo out, const char *s)
-{
-	for (; *s; s++)
-	{
-		if (*s == '\\' || *s == '"')
-			appendStringInfoChar(out, '\\');
-		if (*s == '\n')
-			appendStringInfoString(out, "\\n");
-		else
-			appendStringInfoChar(out, *s);
-	}
-}
-
-void
-qs_metrics_header(StringInfo out, const char *name, const char *type, const char *help)
-{
-	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
 
 /* the dedup cache's whole passes, by QsDedupScan */
 static const char *const dedup_scan_reason[QS_DEDUP_SCAN_REASONS] = {

@@ -13,7 +13,9 @@
  * partitions and messages series when its groups' rows are folded.
  */
 #include "http/dispatch/route.h"
-#include "http/dispatch/metrics.h"
+#include "http/dispatch/gauges_snapshot.h"
+#include "http/dispatch/metrics_gauges.h"
+#include "http/dispatch/metrics_text.h"
 #include "common/ids.h"
 #include "common/spi.h"
 #include "storage/storage.h"

@@ -37,6 +37,8 @@ static int	handoff_fd = -1;		/* receives (and sends) handed-over connections */
 
 static const char empty_body[] = "";
 
+static void add_connection(int fd, const struct sockaddr *addr, socklen_t len);
+
 static void
 mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -418,7 +420,7 @@ qs_http_daemon_start(void)
 		return false;
 	}
 	handoff_fd = handoff_socket();
-	qs_screen_init();
+	qs_screen_init(add_connection);
 	qs_http_shared->workers[qs_http_worker_index].handoff = handoff_fd >= 0;
 	return true;
 }
@@ -519,21 +521,9 @@ hand_off(int fd)
 	return true;
 }
 
-/*
- * libmicrohttpd's memory pool per connection: the head, and a node per field
- * and argument (the screen refuses heads that would not fit). No larger:
- * libmicrohttpd zeroes the whole pool between two requests of a keep-alive
- * connection, so its size is paid for by every request.
- */
-size_t
-qs_http_pool_size(void)
-{
-	return Max((size_t) 64 * 1024, 4 * (size_t) qs_http_max_header_bytes);
-}
-
-/* Hand a screened connection to libmicrohttpd. */
-void
-qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len)
+/* Hand a screened connection to libmicrohttpd (the screen's QsScreenPass). */
+static void
+add_connection(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	/* libmicrohttpd closes the socket when it cannot take it */
 	if (MHD_add_connection(daemon_, fd, addr, len) != MHD_YES)

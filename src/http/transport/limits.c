@@ -125,3 +125,15 @@ qs_request_header_bytes(struct MHD_Connection *mhd, const char *url)
 	MHD_get_connection_values(mhd, MHD_GET_ARGUMENT_KIND, count_header, &total);
 	return (int) Min(total, (Size) INT_MAX);
 }
+
+/*
+ * libmicrohttpd's memory pool per connection: the head, and a node per field
+ * and argument (the screen refuses heads that would not fit). No larger:
+ * libmicrohttpd zeroes the whole pool between two requests of a keep-alive
+ * connection, so its size is paid for by every request.
+ */
+size_t
+qs_http_pool_size(void)
+{
+	return Max((size_t) 64 * 1024, 4 * (size_t) qs_http_max_header_bytes);
+}

@@ -67,6 +67,7 @@ static char *peekbuf = NULL;
 static size_t peekcap = 0;
 static int	reserve_fd = -1;	/* a spare descriptor, given up to answer EMFILE */
 static int	fd_budget = 0;		/* sockets this worker may hold */
+static QsScreenPass pass = NULL;	/* where a screened connection goes */
 
 #define QS_MAX_LINGERING 256
 #define QS_CHUNK_LINE_MAX 1024
@@ -76,13 +77,15 @@ static int	fd_budget = 0;		/* sockets this worker may hold */
 /*
  * Raise the soft descriptor limit to the hard one, keep one descriptor in
  * reserve, and compute how many sockets this worker may hold: the limit
- * less what PostgreSQL's own file access may use.
+ * less what PostgreSQL's own file access may use. `to` takes each
+ * connection whose head passed: the screen calls no one above it.
  */
 void
-qs_screen_init(void)
+qs_screen_init(QsScreenPass to)
 {
 	struct rlimit rl;
 
+	pass = to;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 	{
 		if (rl.rlim_cur < rl.rlim_max)
@@ -575,7 +578,7 @@ screen(Held *h, bool closed)
 		socklen_t	len = h->addrlen;
 
 		held_free(h);
-		qs_http_add_connection(fd, (struct sockaddr *) &addr, len);
+		pass(fd, (struct sockaddr *) &addr, len);
 	}
 }
 
@@ -600,7 +603,7 @@ qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	if (screen_ep < 0 || (h = malloc(sizeof(Held))) == NULL)
 	{
-		qs_http_add_connection(fd, addr, len);
+		pass(fd, addr, len);
 		return;
 	}
 	memset(h, 0, sizeof(Held));
@@ -618,7 +621,7 @@ qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len)
 	if (epoll_ctl(screen_ep, EPOLL_CTL_ADD, fd, &ev) != 0)
 	{
 		held_free(h);
-		qs_http_add_connection(fd, addr, len);
+		pass(fd, addr, len);
 		return;
 	}
 	screen(h, false);			/* the head may be here already */
@@ -630,7 +633,7 @@ qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len)
  * client is told instead of left waiting in the backlog.
  */
 void
-qs_screen_out_of_fds(int listen_fd)
+qs_screen_out_of_fds(int listener)
 {
 	int			fd;
 
@@ -638,7 +641,7 @@ qs_screen_out_of_fds(int listen_fd)
 		return;
 	close(reserve_fd);
 	reserve_fd = -1;
-	fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd >= 0)
 	{
 		qs_screen_write_answer(fd, 503, "too many connections", true);

@@ -24,14 +24,13 @@ extern bool qs_http_accept(bool take_new);
 extern void qs_http_daemon_run(void);
 extern long qs_http_daemon_timeout(void);
 
-extern size_t qs_http_pool_size(void);
-extern void qs_http_add_connection(int fd, const struct sockaddr *addr, socklen_t len);
-
 /* ---------------------------------------------------------------- screen.c */
-extern void qs_screen_init(void);
+/* where a connection whose head passed goes (daemon.c: to libmicrohttpd) */
+typedef void (*QsScreenPass) (int fd, const struct sockaddr *addr, socklen_t len);
+extern void qs_screen_init(QsScreenPass pass);
 extern int	qs_screen_fd(void);
 extern void qs_screen_add(int fd, const struct sockaddr *addr, socklen_t len);
-extern void qs_screen_out_of_fds(int listen_fd);
+extern void qs_screen_out_of_fds(int listener);
 extern void qs_screen_write_answer(int fd, int status, const char *message, bool retry);
 extern void qs_screen_linger_dup(int fd);
 extern void qs_screen_run(void);
@@ -44,5 +43,6 @@ extern void qs_conn_phase(QsConn *c, QsPhase phase);
 extern void qs_limits_sweep(void);
 extern long qs_limits_timeout(void);
 extern int	qs_request_header_bytes(struct MHD_Connection *mhd, const char *url);
+extern size_t qs_http_pool_size(void);
 
 #endif							/* QS_HTTP_TRANSPORT_H */
