@@ -27,6 +27,7 @@ extern int	qs_dedup_key_budget;
 extern int	qs_backend_heap_keep_kb;
 extern int	qs_max_pop_batch;
 extern int	qs_max_pop_partitions;
+extern int	qs_pop_ready_recheck_s;
 extern char *qs_encryption_key;
 extern char *qs_encryption_key_file;
 extern bool qs_encryption_fail_open;

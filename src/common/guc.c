@@ -16,6 +16,7 @@ int			qs_dedup_key_budget = 262144;
 int			qs_backend_heap_keep_kb = 8192;
 int			qs_max_pop_batch = 10000;
 int			qs_max_pop_partitions = 1000;
+int			qs_pop_ready_recheck_s = 30;
 char	   *qs_encryption_key = NULL;
 char	   *qs_encryption_key_file = NULL;
 bool		qs_encryption_fail_open = false;
@@ -88,6 +89,15 @@ qs_guc_init(void)
 							&qs_max_pop_partitions,
 							1000, 1, INT_MAX,
 							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.pop_ready_recheck",
+							gettext_noop("How often a wildcard pop rebuilds its consumer group's ready set from the cursors."),
+							gettext_noop("The set is kept in step by push, pop and ack; the rebuild bounds how long "
+										 "a missed update can hide a partition's backlog."),
+							&qs_pop_ready_recheck_s,
+							30, 1, 86400,
+							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.zstd_level",

@@ -1,0 +1,451 @@
+/*
+ * pop_ready.c: the ready sets of the wildcard pop.
+ *
+ * A wildcard pop must find, among every partition of a queue, one that has
+ * a backlog for its consumer group and no live lease, least recently served
+ * first. Instead of reading them all, it reads the head of the group's ready
+ * set: queen.log_ready rows of (queue, group), in (served_at NULLS FIRST,
+ * partition_id) order, each joined with its partition and cursor to apply
+ * the claim's gates. Leased rows were served last, so they sit at the tail;
+ * the read stops at the first claimable rows, and its cost is O(log P) plus
+ * the rows it passes over: those leased before the head, those still held
+ * by the delay gates (retryDelay, delayedProcessing, windowBuffer), and
+ * rows whose cursor caught up by a path that does not delete them (a stream
+ * cycle's ack) until the next rebuild prunes them.
+ *
+ * The invariant, for every (queue, group) with a log_ready_groups row:
+ *
+ *   a partition with a backlog for the group (its last_offset past the
+ *   cursor, or no cursor yet and messages since the group's subscription)
+ *   has a log_ready row, and that row's last_offset is the partition's.
+ *
+ * Extra rows are allowed (the pop's join skips them); rows are only ever
+ * removed by a statement that re-checks them against the newest version of
+ * the row. It is kept by:
+ *  - push: in the transaction that moves last_offset, under the partition's
+ *    row lock, every registered group's row is inserted or has its
+ *    last_offset set (qs_ready_pushed), so pushes to one partition write its
+ *    rows in commit order;
+ *  - ack, auto-ack, the pop's seal and a seek to a partition's end: the
+ *    row is deleted only when its last_offset is not past the new cursor
+ *    (qs_ready_consumed). A push that commits first has changed
+ *    last_offset, and the DELETE re-checks the newest version; a push that
+ *    comes later waits for the delete and then inserts the row again;
+ *  - lease expiry and nack need nothing: the row stays while the cursor is
+ *    behind, and the pop's join applies the lease and the retryDelay hold;
+ *  - a seek of a queue, a deleted group and a changed subscription forget
+ *    the group's set (qs_ready_forget), a deleted queue its sets: the next
+ *    wildcard pop rebuilds it.
+ *
+ * Lock order, so that nothing waits in a cycle: push takes the partition
+ * rows, then their ready rows in partition id order; a wildcard pop takes
+ * a ready row without waiting (SKIP LOCKED) before the cursor; ack takes the
+ * cursor, then deletes the ready row; a rebuild inserts only missing rows,
+ * in partition id order, and prunes only rows it can lock without waiting.
+ *
+ * Building (qs_ready_prepare): the first wildcard pop of a group on a queue
+ * registers it and, in the same transaction, inserts a row for every
+ * partition with a backlog (for a group that starts at a time and has not
+ * met a partition, only if its newest segment is that recent). Other pops
+ * of the group meanwhile read every partition, as before (an advisory
+ * lock, tried, not waited for). A push in flight while the set is built may
+ * have read the registry before the group was in it and commit after the
+ * build's snapshot: the one known case where the invariant can be missed.
+ * So for YOUNG_SECONDS after the build, a pop that finds nothing adds the
+ * partitions written since RECENT_SECONDS before the build (an index range,
+ * not every partition), and every queen_streams.pop_ready_recheck seconds
+ * one pop of the group rebuilds the set anyway (the others skip it), which
+ * also covers a push whose transaction was open longer: a missed update never
+ * hides a partition with a backlog for longer than that setting while the
+ * group pops. Both tables are unlogged: after a crash, a failover or a
+ * restore they are empty, every group is unregistered and is rebuilt from
+ * the tables by its next pop.
+ */
+#include "storage/storage.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type_d.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+/*
+ * A set this young gets the partitions written since RECENT_SECONDS before
+ * it was built from a pop that finds nothing in it.
+ */
+#define YOUNG_SECONDS 2
+#define RECENT_SECONDS 5
+/* advisory lock class (the two-int form) of a group's registration */
+#define READY_LOCK_CLASS 1365599572
+
+static QsPlan group_get_plan = {
+	"SELECT checked_at < clock_timestamp() - make_interval(secs => $3),"
+	"       built_at > clock_timestamp() - make_interval(secs => " CppAsString2(YOUNG_SECONDS) ")"
+	"  FROM queen.log_ready_groups WHERE queue_id = $1 AND consumer_group = $2",
+	3, {UUIDOID, TEXTOID, INT4OID}
+};
+
+/* One pop registers a group at a time; the others read every partition meanwhile. */
+static QsPlan group_try_plan = {
+	"SELECT pg_try_advisory_xact_lock(" CppAsString2(READY_LOCK_CLASS) ","
+	"                                 hashtext($1::text || '/' || $2))",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan group_put_plan = {
+	"INSERT INTO queen.log_ready_groups (queue_id, consumer_group, built_at, checked_at)"
+	" VALUES ($1, $2, clock_timestamp(), clock_timestamp())"
+	" ON CONFLICT DO NOTHING RETURNING 1",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan group_claim_plan = {
+	"SELECT 1 FROM queen.log_ready_groups WHERE queue_id = $1 AND consumer_group = $2"
+	" FOR UPDATE SKIP LOCKED",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan group_checked_plan = {
+	"UPDATE queen.log_ready_groups SET checked_at = clock_timestamp()"
+	" WHERE queue_id = $1 AND consumer_group = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+/*
+ * Partitions with a cursor of the group that is behind, and those it has
+ * not met that hold messages ($3 NULL), or a segment created since $3
+ * (segments are in created_at order: the newest tells). Only rows that are
+ * missing: an existing one may be locked by a pop, and ON CONFLICT would
+ * wait for it. In partition id order, the order push writes rows in, so
+ * that the two never wait on each other in a cycle.
+ */
+static QsPlan build_plan = {
+	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, last_offset, served_at)"
+	" SELECT b.id, $2, $1, b.last_offset, b.served_at FROM ("
+	"   SELECT p.id, p.last_offset, c.lease_acquired_at AS served_at"
+	"     FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id"
+	"    WHERE c.consumer_group = $2 AND p.queue_id = $1 AND c.committed < p.last_offset"
+	"      AND p.last_offset >= p.log_start"
+	"   UNION ALL"
+	"   SELECT p.id, p.last_offset, NULL FROM queen.log_partitions p"
+	"    WHERE p.queue_id = $1 AND p.last_offset >= p.log_start"
+	"      AND ($3::timestamptz IS NULL"
+	"           OR (SELECT s.created_at FROM queen.log_segments s WHERE s.partition_id = p.id"
+	"                ORDER BY s.base_offset DESC LIMIT 1) >= $3)"
+	"      AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c"
+	"                       WHERE c.partition_id = p.id AND c.consumer_group = $2)) b"
+	" WHERE NOT EXISTS (SELECT 1 FROM queen.log_ready r"
+	"                    WHERE r.partition_id = b.id AND r.consumer_group = $2)"
+	" ORDER BY b.id"
+	" ON CONFLICT DO NOTHING",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/*
+ * The same, for the partitions written since shortly before the set was
+ * built (through the (queue_id, last_write_at) index): a push in flight
+ * while it was built, unless its transaction had begun more than
+ * RECENT_SECONDS - 1 before (push moves last_write_at to its transaction's
+ * start, and only when a second stale).
+ */
+static QsPlan build_recent_plan = {
+	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, last_offset, served_at)"
+	" SELECT p.id, $2, $1, p.last_offset, c.lease_acquired_at FROM queen.log_partitions p"
+	"   LEFT JOIN LATERAL (SELECT c.committed, c.lease_acquired_at FROM queen.log_consumers c"
+	"                       WHERE c.partition_id = p.id AND c.consumer_group = $2 LIMIT 1) c ON true"
+	"  WHERE p.queue_id = $1 AND p.last_offset >= p.log_start"
+	"    AND p.last_write_at >= (SELECT g.built_at FROM queen.log_ready_groups g"
+	"                             WHERE g.queue_id = $1 AND g.consumer_group = $2)"
+	"                           - make_interval(secs => " CppAsString2(RECENT_SECONDS) ")"
+	"    AND (c.committed < p.last_offset"
+	"         OR (c.committed IS NULL"
+	"             AND ($3::timestamptz IS NULL"
+	"                  OR (SELECT s.created_at FROM queen.log_segments s WHERE s.partition_id = p.id"
+	"                       ORDER BY s.base_offset DESC LIMIT 1) >= $3)))"
+	"    AND NOT EXISTS (SELECT 1 FROM queen.log_ready r"
+	"                     WHERE r.partition_id = p.id AND r.consumer_group = $2)"
+	"  ORDER BY p.id"
+	" ON CONFLICT DO NOTHING",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
+};
+
+/*
+ * Rows whose cursor caught up by a path that does not delete (streams'
+ * cycle). The cursor read may be older than the row: cursors only move
+ * forward (a seek forgets the set), so that errs on keeping the row.
+ */
+static QsPlan prune_plan = {
+	"DELETE FROM queen.log_ready d USING ("
+	"  SELECT r.partition_id FROM queen.log_ready r JOIN queen.log_consumers c"
+	"    ON c.partition_id = r.partition_id AND c.consumer_group = r.consumer_group"
+	"   WHERE r.queue_id = $1 AND r.consumer_group = $2 AND r.last_offset <= c.committed"
+	"   FOR UPDATE OF r SKIP LOCKED) s"
+	" WHERE d.partition_id = s.partition_id AND d.consumer_group = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan lock_plan = {
+	"SELECT 1 FROM queen.log_ready WHERE partition_id = $1 AND consumer_group = $2"
+	" FOR UPDATE SKIP LOCKED",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan served_plan = {
+	"UPDATE queen.log_ready SET served_at = clock_timestamp()"
+	" WHERE partition_id = $1 AND consumer_group = $2",
+	2, {UUIDOID, TEXTOID}
+};
+
+static QsPlan consumed_plan = {
+	"DELETE FROM queen.log_ready"
+	" WHERE partition_id = $1 AND consumer_group = $2 AND last_offset <= $3",
+	3, {UUIDOID, TEXTOID, INT8OID}
+};
+
+/*
+ * A new row starts where the cursor was last served, so a partition that
+ * was drained and filled again keeps its place in the order.
+ */
+static QsPlan pushed_plan = {
+	"INSERT INTO queen.log_ready AS r"
+	"   (partition_id, consumer_group, queue_id, last_offset, served_at)"
+	" SELECT u.pid, g.consumer_group, g.queue_id, u.last_offset,"
+	"        (SELECT c.lease_acquired_at FROM queen.log_consumers c"
+	"          WHERE c.partition_id = u.pid AND c.consumer_group = g.consumer_group)"
+	"   FROM unnest($1::uuid[], $2::int8[]) AS u(pid, last_offset)"
+	"   JOIN queen.log_partitions p ON p.id = u.pid"
+	"   JOIN queen.log_ready_groups g ON g.queue_id = p.queue_id"
+	"  ORDER BY u.pid"
+	" ON CONFLICT (partition_id, consumer_group)"
+	" DO UPDATE SET last_offset = EXCLUDED.last_offset",
+	2, {UUIDARRAYOID, INT8ARRAYOID}
+};
+
+/* A deleted queue's sets (its id, since the queue row is gone already). */
+static QsPlan drop_rows_plan = {
+	"DELETE FROM queen.log_ready WHERE queue_id = $1",
+	1, {UUIDOID}
+};
+
+static QsPlan drop_groups_plan = {
+	"DELETE FROM queen.log_ready_groups WHERE queue_id = $1",
+	1, {UUIDOID}
+};
+
+static QsPlan forget_rows_plan = {
+	"DELETE FROM queen.log_ready r USING queen.queues q"
+	" WHERE q.id = r.queue_id AND q.tenant_id = $1 AND r.consumer_group = $2"
+	"   AND ($3::uuid IS NULL OR r.queue_id = $3)",
+	3, {UUIDOID, TEXTOID, UUIDOID}
+};
+
+static QsPlan forget_group_plan = {
+	"DELETE FROM queen.log_ready_groups g USING queen.queues q"
+	" WHERE q.id = g.queue_id AND q.tenant_id = $1 AND g.consumer_group = $2"
+	"   AND ($3::uuid IS NULL OR g.queue_id = $3)",
+	3, {UUIDOID, TEXTOID, UUIDOID}
+};
+
+/*
+ * A 0.7.0 schema served by this library (before ALTER EXTENSION UPDATE) has
+ * no ready sets: the pop then reads every partition, as 0.7.0 did, and
+ * nothing else keeps them.
+ */
+static bool
+ready_available(void)
+{
+	Oid			nsp = get_namespace_oid("queen", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("log_ready_groups", nsp));
+}
+
+static void
+rebuild(Datum queue_id, Datum grp, bool seek, TimestampTz seek_ts)
+{
+	Datum		args[3];
+	char		nulls[3] = "  n";
+
+	args[0] = queue_id;
+	args[1] = grp;
+	qs_exec(&prune_plan, args, NULL, 0);
+	args[2] = TimestampTzGetDatum(seek_ts);
+	if (seek)
+		nulls[2] = ' ';
+	qs_exec(&build_plan, args, nulls, 0);
+}
+
+/* Rebuild unless another pop of the group is at it; false if it is. */
+static bool
+recheck(Datum queue_id, Datum grp, bool seek, TimestampTz seek_ts)
+{
+	Datum		args[2] = {queue_id, grp};
+
+	qs_exec(&group_claim_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+		return false;
+	rebuild(queue_id, grp, seek, seek_ts);
+	qs_exec(&group_checked_plan, args, NULL, 0);
+	return true;
+}
+
+/*
+ * Before a wildcard pop reads the set: build it if the group has none, or
+ * rebuild it if the last rebuild is older than pop_ready_recheck.
+ * QS_READY_NONE: read every partition instead (this schema has no ready
+ * sets, or another pop is building this one); QS_READY_YOUNG: built in the
+ * last seconds, so a pop that finds nothing calls qs_ready_retry.
+ */
+QsReadyState
+qs_ready_prepare(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts)
+{
+	Datum		args[3];
+	Datum		grp = CStringGetTextDatum(group);
+
+	if (!ready_available())
+		return QS_READY_NONE;
+	args[0] = queue_id;
+	args[1] = grp;
+	args[2] = Int32GetDatum(qs_pop_ready_recheck_s);
+	qs_exec(&group_get_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+	{
+		qs_exec(&group_try_plan, args, NULL, 1);
+		if (!qs_col_bool(0, 1, false))
+			return QS_READY_NONE;
+		qs_exec(&group_put_plan, args, NULL, 1);
+		if (SPI_processed == 1)
+			rebuild(queue_id, grp, seek, seek_ts);
+		return QS_READY_YOUNG;
+	}
+	{
+		bool		due = qs_col_bool(0, 1, false);
+		bool		young = qs_col_bool(0, 2, false);
+
+		if (due)
+			recheck(queue_id, grp, seek, seek_ts);
+		return young ? QS_READY_YOUNG : QS_READY_OK;
+	}
+}
+
+/*
+ * A pop of a young set found nothing: a push that was in flight while the
+ * set was built may have committed since, unseen by the build and before
+ * the group was registered for it to see. Add the partitions written since
+ * shortly before the build, and say whether to read the set again.
+ */
+bool
+qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts)
+{
+	Datum		args[3];
+	char		nulls[3] = "  n";
+
+	args[0] = queue_id;
+	args[1] = CStringGetTextDatum(group);
+	qs_exec(&group_claim_plan, args, NULL, 1);
+	if (SPI_processed == 0)
+		return false;			/* another pop is at it */
+	args[2] = TimestampTzGetDatum(seek_ts);
+	if (seek)
+		nulls[2] = ' ';
+	qs_exec(&build_recent_plan, args, nulls, 0);
+	return SPI_processed > 0;
+}
+
+/* Lock a row of the set without waiting: false if absent or locked. */
+bool
+qs_ready_lock(Datum pid, Datum grp)
+{
+	Datum		args[2] = {pid, grp};
+
+	if (!ready_available())
+		return true;
+
+	qs_exec(&lock_plan, args, NULL, 1);
+	return SPI_processed == 1;
+}
+
+/* The partition was served now: to the tail of the order. */
+void
+qs_ready_served(Datum pid, Datum grp)
+{
+	Datum		args[2] = {pid, grp};
+
+	if (!ready_available())
+		return;
+
+	qs_exec(&served_plan, args, NULL, 0);
+}
+
+/* The cursor moved to `committed`: drop the row if nothing is past it. */
+void
+qs_ready_consumed(Datum pid, Datum grp, int64 committed)
+{
+	Datum		args[3] = {pid, grp, Int64GetDatum(committed)};
+
+	if (!ready_available())
+		return;
+
+	qs_exec(&consumed_plan, args, NULL, 0);
+}
+
+/* The appended partitions of `a` (blob set), under their row locks. */
+void
+qs_ready_pushed(const QsAppendMany *a, int n)
+{
+	Datum	   *pids = palloc(sizeof(Datum) * n);
+	Datum	   *offs = palloc(sizeof(Datum) * n);
+	Datum		args[2];
+	int			m = 0;
+
+	if (!ready_available())
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (a[i].blob == NULL)
+			continue;
+		pids[m] = UUIDPGetDatum((pg_uuid_t *) &a[i].pid);
+		offs[m] = Int64GetDatum(a[i].base_offset + a[i].count - 1);
+		m++;
+	}
+	if (m > 0)
+	{
+		args[0] = PointerGetDatum(construct_array(pids, m, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+		args[1] = PointerGetDatum(construct_array(offs, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		qs_exec(&pushed_plan, args, NULL, 0);
+	}
+	pfree(pids);
+	pfree(offs);
+}
+
+/*
+ * A group's cursors moved other than forward, went away, or will start
+ * elsewhere: drop its sets (all_queues: on every queue of the tenant).
+ */
+void
+qs_ready_forget(const pg_uuid_t *tenant, const char *group, Datum queue_id, bool all_queues)
+{
+	Datum		args[3];
+	char		nulls[3] = "   ";
+
+	if (!ready_available())
+		return;
+	args[0] = qs_uuid_datum(tenant);
+	args[1] = CStringGetTextDatum(group);
+	args[2] = queue_id;
+	if (all_queues)
+		nulls[2] = 'n';
+	qs_exec(&forget_group_plan, args, nulls, 0);
+	qs_exec(&forget_rows_plan, args, nulls, 0);
+}
+
+/* The queue was deleted (after its partition rows were locked and deleted). */
+void
+qs_ready_drop_queue(Datum queue_id)
+{
+	if (!ready_available())
+		return;
+	qs_exec(&drop_groups_plan, &queue_id, NULL, 0);
+	qs_exec(&drop_rows_plan, &queue_id, NULL, 0);
+}
