@@ -21,10 +21,13 @@ CREATE UNLOGGED TABLE queen.log_ready (
 	partition_id uuid NOT NULL,
 	consumer_group text NOT NULL,
 	queue_id uuid NOT NULL,
-	last_offset bigint NOT NULL,	-- the partition's last_offset when last written
-	served_at timestamptz,			-- the cursor's lease_acquired_at; NULL: never served
-	PRIMARY KEY (partition_id, consumer_group)
+	served_at timestamptz			-- when the group last claimed the partition; NULL: never
 ) WITH (fillfactor = 50);
+-- No unique key, on purpose: a push never waits on a ready row, so two rows
+-- of one partition can exist for a while (the pop skips the extra one, a
+-- rebuild removes it). Without a key every UPDATE is a "no key" update,
+-- which a push's FOR KEY SHARE does not wait for.
+CREATE INDEX log_ready_partition_idx ON queen.log_ready (partition_id, consumer_group);
 CREATE INDEX log_ready_order_idx
 	ON queen.log_ready (queue_id, consumer_group, served_at NULLS FIRST, partition_id);
 COMMENT ON TABLE queen.log_ready IS

@@ -210,7 +210,7 @@ qs_seek_partition(PG_FUNCTION_ARGS)
 	if (updated)
 	{
 		move_cursor(pid, args[1], last_offset);
-		qs_ready_consumed(pid, args[1], last_offset);
+		qs_ready_consumed(pid, args[1]);
 	}
 	qs_spi_finish();
 

@@ -533,7 +533,7 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	char		pid_str[QS_UUID_STRLEN + 1];
 	bool		isnull;
 
-	/* the ready row first, without waiting: pushes take it after the partition's row */
+	/* the ready rows first, without waiting (a push's FOR KEY SHARE goes along) */
 	if (c->from_set && !qs_ready_lock(pid, grp))
 		return 0;
 	args[0] = pid;
@@ -591,7 +591,7 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 			committed = last_offset;
 		}
 		if (committed >= last_offset && c->keep_set)
-			qs_ready_consumed(pid, grp, committed);
+			qs_ready_consumed(pid, grp);
 		return 0;
 	}
 
@@ -602,8 +602,9 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 		qs_exec(&autoack_plan, args, NULL, 0);
 		if (c->keep_set)
 		{
+			/* deleted first: a row moved then deleted by one transaction could hold up a push */
+			qs_ready_consumed(pid, grp);
 			qs_ready_served(pid, grp);
-			qs_ready_consumed(pid, grp, last);
 		}
 	}
 	else

@@ -63,12 +63,15 @@
  */
 #include "storage/storage.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 /*
  * A set this young gets the partitions written since RECENT_SECONDS before
@@ -113,22 +116,34 @@ static QsPlan group_checked_plan = {
 };
 
 /*
+ * A partition has no backlog for the row's group: it is gone, its messages
+ * all went past retention, or the group's cursor is at its end. Rows are
+ * deleted only under this test, read by a statement that began after the
+ * rows were locked (see the opening comment).
+ */
+#define NO_BACKLOG \
+	" NOT EXISTS (SELECT 1 FROM queen.log_partitions p" \
+	"              WHERE p.id = r.partition_id AND p.last_offset >= p.log_start" \
+	"                AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c" \
+	"                                 WHERE c.partition_id = p.id" \
+	"                                   AND c.consumer_group = r.consumer_group" \
+	"                                   AND c.committed >= p.last_offset))"
+
+/*
  * Partitions with a cursor of the group that is behind, and those it has
  * not met that hold messages ($3 NULL), or a segment created since $3
- * (segments are in created_at order: the newest tells). Only rows that are
- * missing: an existing one may be locked by a pop, and ON CONFLICT would
- * wait for it. In partition id order, the order push writes rows in, so
- * that the two never wait on each other in a cycle.
+ * (segments are in created_at order: the newest tells). Only those with no
+ * row: a push meanwhile may add one too (an extra row, harmless).
  */
 static QsPlan build_plan = {
-	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, last_offset, served_at)"
-	" SELECT b.id, $2, $1, b.last_offset, b.served_at FROM ("
-	"   SELECT p.id, p.last_offset, c.lease_acquired_at AS served_at"
+	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, served_at)"
+	" SELECT b.id, $2, $1, b.served_at FROM ("
+	"   SELECT p.id, c.lease_acquired_at AS served_at"
 	"     FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id"
 	"    WHERE c.consumer_group = $2 AND p.queue_id = $1 AND c.committed < p.last_offset"
 	"      AND p.last_offset >= p.log_start"
 	"   UNION ALL"
-	"   SELECT p.id, p.last_offset, NULL FROM queen.log_partitions p"
+	"   SELECT p.id, NULL FROM queen.log_partitions p"
 	"    WHERE p.queue_id = $1 AND p.last_offset >= p.log_start"
 	"      AND ($3::timestamptz IS NULL"
 	"           OR (SELECT s.created_at FROM queen.log_segments s WHERE s.partition_id = p.id"
@@ -136,9 +151,7 @@ static QsPlan build_plan = {
 	"      AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c"
 	"                       WHERE c.partition_id = p.id AND c.consumer_group = $2)) b"
 	" WHERE NOT EXISTS (SELECT 1 FROM queen.log_ready r"
-	"                    WHERE r.partition_id = b.id AND r.consumer_group = $2)"
-	" ORDER BY b.id"
-	" ON CONFLICT DO NOTHING",
+	"                    WHERE r.partition_id = b.id AND r.consumer_group = $2)",
 	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
 };
 
@@ -150,8 +163,8 @@ static QsPlan build_plan = {
  * start, and only when a second stale).
  */
 static QsPlan build_recent_plan = {
-	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, last_offset, served_at)"
-	" SELECT p.id, $2, $1, p.last_offset, c.lease_acquired_at FROM queen.log_partitions p"
+	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, served_at)"
+	" SELECT p.id, $2, $1, c.lease_acquired_at FROM queen.log_partitions p"
 	"   LEFT JOIN LATERAL (SELECT c.committed, c.lease_acquired_at FROM queen.log_consumers c"
 	"                       WHERE c.partition_id = p.id AND c.consumer_group = $2 LIMIT 1) c ON true"
 	"  WHERE p.queue_id = $1 AND p.last_offset >= p.log_start"
@@ -164,62 +177,93 @@ static QsPlan build_recent_plan = {
 	"                  OR (SELECT s.created_at FROM queen.log_segments s WHERE s.partition_id = p.id"
 	"                       ORDER BY s.base_offset DESC LIMIT 1) >= $3)))"
 	"    AND NOT EXISTS (SELECT 1 FROM queen.log_ready r"
-	"                     WHERE r.partition_id = p.id AND r.consumer_group = $2)"
-	"  ORDER BY p.id"
-	" ON CONFLICT DO NOTHING",
+	"                     WHERE r.partition_id = p.id AND r.consumer_group = $2)",
 	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}
 };
 
 /*
- * Rows whose cursor caught up by a path that does not delete (streams'
- * cycle). The cursor read may be older than the row: cursors only move
- * forward (a seek forgets the set), so that errs on keeping the row.
+ * A rebuild's prune: the group's rows with no backlog (caught up by a path
+ * that does not delete, e.g. a stream cycle's ack, or gone past retention)
+ * and the extra rows of a partition (all but its first). Locked without
+ * waiting, then deleted by delete_plan.
  */
-static QsPlan prune_plan = {
-	"DELETE FROM queen.log_ready d USING ("
-	"  SELECT r.partition_id FROM queen.log_ready r JOIN queen.log_consumers c"
-	"    ON c.partition_id = r.partition_id AND c.consumer_group = r.consumer_group"
-	"   WHERE r.queue_id = $1 AND r.consumer_group = $2 AND r.last_offset <= c.committed"
-	"   FOR UPDATE OF r SKIP LOCKED) s"
-	" WHERE d.partition_id = s.partition_id AND d.consumer_group = $2",
+static QsPlan prune_lock_plan = {
+	"SELECT r.ctid FROM queen.log_ready r"
+	" WHERE r.queue_id = $1 AND r.consumer_group = $2"
+	"   AND (" NO_BACKLOG
+	"        OR EXISTS (SELECT 1 FROM queen.log_ready d"
+	"                    WHERE d.partition_id = r.partition_id"
+	"                      AND d.consumer_group = r.consumer_group AND d.ctid < r.ctid))"
+	" FOR UPDATE OF r SKIP LOCKED",
 	2, {UUIDOID, TEXTOID}
 };
 
+/* Rows $1 (locked by this transaction), if the test still holds now. */
+static QsPlan delete_plan = {
+	"DELETE FROM queen.log_ready r WHERE r.ctid = ANY ($1::tid[])"
+	"   AND (" NO_BACKLOG
+	"        OR EXISTS (SELECT 1 FROM queen.log_ready d"
+	"                    WHERE d.partition_id = r.partition_id"
+	"                      AND d.consumer_group = r.consumer_group AND d.ctid < r.ctid"
+	"                      AND $2))",
+	2, {TIDARRAYOID, BOOLOID}
+};
+
+/*
+ * A partition's rows an ack or a pop may delete: not those this
+ * transaction moved (see own_moved), not those a push or a pop holds.
+ */
+static QsPlan consumed_lock_plan = {
+	"SELECT r.ctid FROM queen.log_ready r"
+	" WHERE r.partition_id = $1 AND r.consumer_group = $2 AND r.ctid <> ALL ($3::tid[])"
+	"   AND " NO_BACKLOG
+	" FOR UPDATE OF r SKIP LOCKED",
+	3, {UUIDOID, TEXTOID, TIDARRAYOID}
+};
+
+/* FOR NO KEY UPDATE: a push's FOR KEY SHARE goes along with it. */
 static QsPlan lock_plan = {
 	"SELECT 1 FROM queen.log_ready WHERE partition_id = $1 AND consumer_group = $2"
-	" FOR UPDATE SKIP LOCKED",
+	" FOR NO KEY UPDATE SKIP LOCKED",
 	2, {UUIDOID, TEXTOID}
 };
 
 static QsPlan served_plan = {
 	"UPDATE queen.log_ready SET served_at = clock_timestamp()"
-	" WHERE partition_id = $1 AND consumer_group = $2",
+	" WHERE ctid = ANY (ARRAY(SELECT ctid FROM queen.log_ready"
+	"                          WHERE partition_id = $1 AND consumer_group = $2"
+	"                          FOR NO KEY UPDATE SKIP LOCKED))"
+	" RETURNING ctid",
 	2, {UUIDOID, TEXTOID}
 };
 
-static QsPlan consumed_plan = {
-	"DELETE FROM queen.log_ready"
-	" WHERE partition_id = $1 AND consumer_group = $2 AND last_offset <= $3",
-	3, {UUIDOID, TEXTOID, INT8OID}
-};
-
 /*
- * A new row starts where the cursor was last served, so a partition that
- * was drained and filled again keeps its place in the order.
+ * Push: for each appended partition and registered group, a row unless
+ * one exists that it can lock FOR KEY SHARE without waiting. A row being
+ * deleted is skipped (a new one goes in); a row a pop holds or has moved
+ * is locked along with it. The lock keeps deleters off the row until the
+ * push ends; push never updates a row and never waits on one. A new row
+ * starts where the cursor was last served, so a partition that was
+ * drained and filled again keeps its place in the order.
  */
 static QsPlan pushed_plan = {
-	"INSERT INTO queen.log_ready AS r"
-	"   (partition_id, consumer_group, queue_id, last_offset, served_at)"
-	" SELECT u.pid, g.consumer_group, g.queue_id, u.last_offset,"
+	"WITH w AS MATERIALIZED ("
+	"  SELECT DISTINCT u.pid, g.consumer_group, g.queue_id"
+	"    FROM unnest($1::uuid[]) AS u(pid)"
+	"    JOIN queen.log_partitions p ON p.id = u.pid"
+	"    JOIN queen.log_ready_groups g ON g.queue_id = p.queue_id),"
+	" h AS MATERIALIZED ("
+	"  SELECT r.partition_id, r.consumer_group FROM queen.log_ready r, w"
+	"   WHERE r.partition_id = w.pid AND r.consumer_group = w.consumer_group"
+	"   FOR KEY SHARE OF r SKIP LOCKED)"
+	" INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, served_at)"
+	" SELECT w.pid, w.consumer_group, w.queue_id,"
 	"        (SELECT c.lease_acquired_at FROM queen.log_consumers c"
-	"          WHERE c.partition_id = u.pid AND c.consumer_group = g.consumer_group)"
-	"   FROM unnest($1::uuid[], $2::int8[]) AS u(pid, last_offset)"
-	"   JOIN queen.log_partitions p ON p.id = u.pid"
-	"   JOIN queen.log_ready_groups g ON g.queue_id = p.queue_id"
-	"  ORDER BY u.pid"
-	" ON CONFLICT (partition_id, consumer_group)"
-	" DO UPDATE SET last_offset = EXCLUDED.last_offset",
-	2, {UUIDARRAYOID, INT8ARRAYOID}
+	"          WHERE c.partition_id = w.pid AND c.consumer_group = w.consumer_group)"
+	"   FROM w"
+	"  WHERE NOT EXISTS (SELECT 1 FROM h"
+	"                     WHERE h.partition_id = w.pid AND h.consumer_group = w.consumer_group)",
+	1, {UUIDARRAYOID}
 };
 
 /* A deleted queue's sets (its id, since the queue row is gone already). */
@@ -233,10 +277,16 @@ static QsPlan drop_groups_plan = {
 	1, {UUIDOID}
 };
 
+/*
+ * Rows that a push or a pop holds stay (extra rows the next build keeps or
+ * the rebuild after it prunes): forgetting never waits on them.
+ */
 static QsPlan forget_rows_plan = {
-	"DELETE FROM queen.log_ready r USING queen.queues q"
-	" WHERE q.id = r.queue_id AND q.tenant_id = $1 AND r.consumer_group = $2"
-	"   AND ($3::uuid IS NULL OR r.queue_id = $3)",
+	"DELETE FROM queen.log_ready WHERE ctid = ANY (ARRAY("
+	"  SELECT r.ctid FROM queen.log_ready r JOIN queen.queues q ON q.id = r.queue_id"
+	"   WHERE q.tenant_id = $1 AND r.consumer_group = $2"
+	"     AND ($3::uuid IS NULL OR r.queue_id = $3)"
+	"   FOR UPDATE OF r SKIP LOCKED))",
 	3, {UUIDOID, TEXTOID, UUIDOID}
 };
 
@@ -260,6 +310,83 @@ ready_available(void)
 	return OidIsValid(nsp) && OidIsValid(get_relname_relid("log_ready_groups", nsp));
 }
 
+/*
+ * The ctids this transaction's pops gave a new served_at (rows they moved
+ * to the tail). A delete by this same transaction leaves them: a push whose
+ * snapshot still saw the row's older version follows its update chain, and
+ * would wait for a delete at its end (heap_lock_updated_tuple waits
+ * whatever the SKIP LOCKED). Such a row stays as an extra row until an ack
+ * in a later transaction or the next rebuild.
+ */
+static ItemPointerData *own_moved;
+static int	own_n,
+			own_cap;
+static LocalTransactionId own_lxid = InvalidLocalTransactionId;
+
+static void
+own_reset_if_stale(void)
+{
+	if (own_lxid != MyProc->lxid)
+	{
+		own_moved = NULL;		/* was in the ended transaction's context */
+		own_n = own_cap = 0;
+		own_lxid = MyProc->lxid;
+	}
+}
+
+static void
+own_add(ItemPointer tid)
+{
+	own_reset_if_stale();
+	if (own_n == own_cap)
+	{
+		own_cap = own_cap ? own_cap * 2 : 16;
+		own_moved = own_moved
+			? repalloc(own_moved, sizeof(ItemPointerData) * own_cap)
+			: MemoryContextAlloc(TopTransactionContext, sizeof(ItemPointerData) * own_cap);
+	}
+	own_moved[own_n++] = *tid;
+}
+
+static Datum
+tid_array(ItemPointerData *tids, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = PointerGetDatum(&tids[i]);
+	return PointerGetDatum(construct_array(d, n, TIDOID, sizeof(ItemPointerData), false,
+										   TYPALIGN_SHORT));
+}
+
+/*
+ * Delete the rows the last statement locked (ctid in column 1), re-testing
+ * them in a statement that starts now: a push that held one of them and
+ * committed before our lock is seen by this snapshot (its lock ended after
+ * its commit became visible). `dups`: extra rows of a partition go too.
+ */
+static void
+delete_locked(bool dups)
+{
+	uint64		n = SPI_processed;
+	SPITupleTable *t = SPI_tuptable;
+	ItemPointerData *tids;
+	Datum		args[2];
+	bool		isnull;
+
+	if (n == 0)
+		return;
+	tids = palloc(sizeof(ItemPointerData) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		tids[i] = *(ItemPointer) DatumGetPointer(SPI_getbinval(t->vals[i], t->tupdesc, 1, &isnull));
+	}
+	args[0] = tid_array(tids, (int) n);
+	args[1] = BoolGetDatum(dups);
+	qs_exec(&delete_plan, args, NULL, 0);
+}
+
 static void
 rebuild(Datum queue_id, Datum grp, bool seek, TimestampTz seek_ts)
 {
@@ -268,7 +395,12 @@ rebuild(Datum queue_id, Datum grp, bool seek, TimestampTz seek_ts)
 
 	args[0] = queue_id;
 	args[1] = grp;
-	qs_exec(&prune_plan, args, NULL, 0);
+	/* under a transaction snapshot the re-test cannot see a later push: keep the rows */
+	if (!IsolationUsesXactSnapshot())
+	{
+		qs_exec(&prune_lock_plan, args, NULL, 0);
+		delete_locked(true);
+	}
 	args[2] = TimestampTzGetDatum(seek_ts);
 	if (seek)
 		nulls[2] = ' ';
@@ -352,7 +484,7 @@ qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts
 	return SPI_processed > 0;
 }
 
-/* Lock a row of the set without waiting: false if absent or locked. */
+/* Lock the partition's rows without waiting: false if absent or all held. */
 bool
 qs_ready_lock(Datum pid, Datum grp)
 {
@@ -361,8 +493,8 @@ qs_ready_lock(Datum pid, Datum grp)
 	if (!ready_available())
 		return true;
 
-	qs_exec(&lock_plan, args, NULL, 1);
-	return SPI_processed == 1;
+	qs_exec(&lock_plan, args, NULL, 0);
+	return SPI_processed > 0;
 }
 
 /* The partition was served now: to the tail of the order. */
@@ -370,23 +502,35 @@ void
 qs_ready_served(Datum pid, Datum grp)
 {
 	Datum		args[2] = {pid, grp};
+	bool		isnull;
 
 	if (!ready_available())
 		return;
 
 	qs_exec(&served_plan, args, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		own_add((ItemPointer) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[i],
+												  SPI_tuptable->tupdesc, 1, &isnull)));
 }
 
-/* The cursor moved to `committed`: drop the row if nothing is past it. */
+/*
+ * The group's cursor on the partition moved forward: delete its rows if
+ * the partition has no backlog left, but none that a push holds (that push
+ * adds a backlog), a pop holds, or this transaction moved.
+ */
 void
-qs_ready_consumed(Datum pid, Datum grp, int64 committed)
+qs_ready_consumed(Datum pid, Datum grp)
 {
-	Datum		args[3] = {pid, grp, Int64GetDatum(committed)};
+	Datum		args[3];
 
-	if (!ready_available())
+	if (!ready_available() || IsolationUsesXactSnapshot())
 		return;
-
-	qs_exec(&consumed_plan, args, NULL, 0);
+	own_reset_if_stale();
+	args[0] = pid;
+	args[1] = grp;
+	args[2] = tid_array(own_moved, own_n);
+	qs_exec(&consumed_lock_plan, args, NULL, 0);
+	delete_locked(false);
 }
 
 /* The appended partitions of `a` (blob set), under their row locks. */
@@ -394,8 +538,7 @@ void
 qs_ready_pushed(const QsAppendMany *a, int n)
 {
 	Datum	   *pids = palloc(sizeof(Datum) * n);
-	Datum	   *offs = palloc(sizeof(Datum) * n);
-	Datum		args[2];
+	Datum		arg;
 	int			m = 0;
 
 	if (!ready_available())
@@ -405,18 +548,14 @@ qs_ready_pushed(const QsAppendMany *a, int n)
 		CHECK_FOR_INTERRUPTS();
 		if (a[i].blob == NULL)
 			continue;
-		pids[m] = UUIDPGetDatum((pg_uuid_t *) &a[i].pid);
-		offs[m] = Int64GetDatum(a[i].base_offset + a[i].count - 1);
-		m++;
+		pids[m++] = UUIDPGetDatum((pg_uuid_t *) &a[i].pid);
 	}
 	if (m > 0)
 	{
-		args[0] = PointerGetDatum(construct_array(pids, m, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
-		args[1] = PointerGetDatum(construct_array(offs, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		qs_exec(&pushed_plan, args, NULL, 0);
+		arg = PointerGetDatum(construct_array(pids, m, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+		qs_exec(&pushed_plan, &arg, NULL, 0);
 	}
 	pfree(pids);
-	pfree(offs);
 }
 
 /*

@@ -136,7 +136,7 @@ extern QsReadyState qs_ready_prepare(Datum queue_id, const char *group, bool see
 extern bool qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts);
 extern bool qs_ready_lock(Datum pid, Datum grp);
 extern void qs_ready_served(Datum pid, Datum grp);
-extern void qs_ready_consumed(Datum pid, Datum grp, int64 committed);
+extern void qs_ready_consumed(Datum pid, Datum grp);
 extern void qs_ready_pushed(const QsAppendMany *a, int n);
 extern void qs_ready_drop_queue(Datum queue_id);
 extern void qs_ready_forget(const pg_uuid_t *tenant, const char *group, Datum queue_id,
