@@ -10,56 +10,72 @@
  * the read stops at the first claimable rows, and its cost is O(log P) plus
  * the rows it passes over: those leased before the head, those still held
  * by the delay gates (retryDelay, delayedProcessing, windowBuffer), and
- * rows whose cursor caught up by a path that does not delete them (a stream
- * cycle's ack) until the next rebuild prunes them.
+ * extra rows (below) until the next rebuild prunes them.
  *
  * The invariant, for every (queue, group) with a log_ready_groups row:
  *
  *   a partition with a backlog for the group (its last_offset past the
  *   cursor, or no cursor yet and messages since the group's subscription)
- *   has a log_ready row, and that row's last_offset is the partition's.
+ *   has at least one log_ready row.
  *
- * Extra rows are allowed (the pop's join skips them); rows are only ever
- * removed by a statement that re-checks them against the newest version of
- * the row. It is kept by:
- *  - push: in the transaction that moves last_offset, under the partition's
- *    row lock, every registered group's row is inserted or has its
- *    last_offset set (qs_ready_pushed), so pushes to one partition write its
- *    rows in commit order;
- *  - ack, auto-ack, the pop's seal and a seek to a partition's end: the
- *    row is deleted only when its last_offset is not past the new cursor
- *    (qs_ready_consumed). A push that commits first has changed
- *    last_offset, and the DELETE re-checks the newest version; a push that
- *    comes later waits for the delete and then inserts the row again;
- *  - lease expiry and nack need nothing: the row stays while the cursor is
- *    behind, and the pop's join applies the lease and the retryDelay hold;
- *  - a seek of a queue, a deleted group and a changed subscription forget
- *    the group's set (qs_ready_forget), a deleted queue its sets: the next
- *    wildcard pop rebuilds it.
+ * Extra rows are allowed: a second row of a partition, or a row of one with
+ * no backlog; the pop's join skips them. log_ready has no unique key, so
+ * that no one waits on a ready row a push holds and a push waits on none:
+ *  - push (qs_ready_pushed), in the transaction that moves last_offset: for
+ *    each registered group, it locks the partition's rows FOR KEY SHARE SKIP
+ *    LOCKED and inserts one if it locked none. It never updates a row;
+ *  - a wildcard pop locks the rows FOR NO KEY UPDATE SKIP LOCKED, which
+ *    goes along with a push's KEY SHARE (the table has no key, so every
+ *    UPDATE is a no-key one), and moves served_at (qs_ready_served);
+ *  - deleters (ack, auto-ack, the pop's seal, a seek to a partition's end,
+ *    the rebuild's prune; qs_ready_consumed, delete_locked) lock rows FOR
+ *    UPDATE SKIP LOCKED, only where the partition shows no backlog, then
+ *    delete them in a later statement that tests it again.
+ * Why no backlog is hidden: a row goes only under a deleter's FOR UPDATE.
+ * If a push P that adds a backlog locked the row first, the deleter skips
+ * it. If P had locked it and ended before the deleter's lock, P's commit
+ * was visible before its lock went, so the deleter's second statement sees
+ * the backlog and keeps the row. If P comes after the deleter's lock, P's
+ * KEY SHARE skips the row (TM_WouldBlock from heap_lock_tuple for a row
+ * being deleted; gone once the delete commits) and P inserts a fresh one.
+ * Under a transaction snapshot (REPEATABLE READ) the second test cannot see
+ * a later commit: deleters then delete nothing, and the rebuild prunes.
  *
- * Lock order, so that nothing waits in a cycle: push takes the partition
- * rows, then their ready rows in partition id order; a wildcard pop takes
- * a ready row without waiting (SKIP LOCKED) before the cursor; ack takes the
- * cursor, then deletes the ready row; a rebuild inserts only missing rows,
- * in partition id order, and prunes only rows it can lock without waiting.
+ * The one wait left: a push whose snapshot saw a row before a pop moved it
+ * follows the update chain (heap_lock_updated_tuple), and that waits, SKIP
+ * LOCKED or not, for a transaction deleting the newest version. So a
+ * transaction never deletes a row it moved itself (own_moved; a pop and its
+ * ack in one open transaction), and the auto-ack pop deletes before it
+ * moves; what is left is a pop that committed inside the push statement's
+ * few microseconds, then an ack of the same partition, which the push
+ * waits for (an ack commits at once; an ack in a user's open transaction
+ * would make the push wait until that commit).
+ *
+ * Other paths: lease expiry and nack need nothing (the row stays while the
+ * cursor is behind; the pop's join applies the lease and the retryDelay
+ * hold); a seek of a queue, a deleted group and a changed subscription
+ * forget the group's set (qs_ready_forget; rows someone holds stay as extra
+ * rows), a deleted queue its sets: the next wildcard pop rebuilds it.
  *
  * Building (qs_ready_prepare): the first wildcard pop of a group on a queue
  * registers it and, in the same transaction, inserts a row for every
- * partition with a backlog (for a group that starts at a time and has not
- * met a partition, only if its newest segment is that recent). Other pops
- * of the group meanwhile read every partition, as before (an advisory
- * lock, tried, not waited for). A push in flight while the set is built may
- * have read the registry before the group was in it and commit after the
- * build's snapshot: the one known case where the invariant can be missed.
- * So for YOUNG_SECONDS after the build, a pop that finds nothing adds the
- * partitions written since RECENT_SECONDS before the build (an index range,
- * not every partition), and every queen_streams.pop_ready_recheck seconds
- * one pop of the group rebuilds the set anyway (the others skip it), which
- * also covers a push whose transaction was open longer: a missed update never
- * hides a partition with a backlog for longer than that setting while the
- * group pops. Both tables are unlogged: after a crash, a failover or a
- * restore they are empty, every group is unregistered and is rebuilt from
- * the tables by its next pop.
+ * partition with a backlog that has none (for a group that starts at a
+ * time and has not met a partition, only if its newest segment is that
+ * recent). Other pops of the group meanwhile read every partition, as
+ * before (an advisory lock, tried, not waited for). A push in flight while
+ * the set is built may have read the registry before the group was in it
+ * and commit after the build's snapshot: the one case where the invariant
+ * can be missed. So for YOUNG_SECONDS after the build, a pop that finds
+ * nothing adds the partitions written since RECENT_SECONDS before the build
+ * (an index range, not every partition), and every
+ * queen_streams.pop_ready_recheck seconds one pop of the group rebuilds the
+ * set anyway (prunes rows with no backlog, a partition's extra rows, and
+ * adds missing ones; the others skip it), which also covers a push whose
+ * transaction was open longer: a missed update never hides a partition with
+ * a backlog for longer than that setting while the group pops. Both tables
+ * are unlogged: after a crash, a failover or a restore they are empty,
+ * every group is unregistered and is rebuilt from the tables by its next
+ * pop.
  */
 #include "storage/storage.h"
 
