@@ -19,7 +19,11 @@
 #     autoAck pop of the queue and a push of one message to a random
 #     partition, the pop's answer timed from the push's (bench/http/wake.pl);
 #   - the 100-partition rate against each size's (the issue's targets:
-#     >= 0.8x at 20,000, >= 0.7x at 100,000).
+#     >= 0.8x at 20,000, >= 0.7x at 100,000);
+#   - batch 100 (QS_BENCH_BATCH100=1, the default): pop batch 100 + ack of
+#     the batch's last message on a 16-partition queue of 200,000 messages,
+#     1 and 4 pgbench clients, batches/s (the issue: must not get slower;
+#     run the script on main's build too for the comparison).
 #
 #   bash bench/pop_partitions.sh      # as root
 #
@@ -35,6 +39,7 @@ SIZES=${QS_BENCH_SIZES:-"100 1000 5000 20000 100000"}
 MSGS=${QS_BENCH_MESSAGES:-40000}
 HTTP=${QS_BENCH_HTTP:-1}
 HTTP_LIMIT=${QS_BENCH_HTTP_LIMIT:-120}
+BATCH100=${QS_BENCH_BATCH100:-1}
 # shellcheck disable=SC2034 # bench/lib.sh logs with it
 TAG=pop_partitions
 CACHE=${QS_BENCH_CACHE:-1000000}
@@ -55,6 +60,18 @@ SELECT queen.ack(jsonb_build_object('transactionId', :txn::text, 'partitionId', 
 \endif
 SQL
 chmod 644 "$W/popack.sql"
+# batch 100: ack the batch's last message (the cursor moves past the batch)
+cat >"$W/pop100.sql" <<'SQL'
+SELECT coalesce(r->>'leaseId', '') AS lease, coalesce(r->>'partitionId', '') AS pid,
+       coalesce(r->'messages'->-1->>'transactionId', '') AS txn,
+       jsonb_array_length(r->'messages') AS n
+  FROM queen.pop(:queue::text, batch => 100) AS r \gset
+\if :n > 0
+SELECT queen.ack(jsonb_build_object('transactionId', :txn::text, 'partitionId', :pid::text,
+                                    'leaseId', :lease::text));
+\endif
+SQL
+chmod 644 "$W/pop100.sql"
 
 # fill QUEUE N PER: N partitions of PER messages each, 5,000 items a push
 fill() {
@@ -115,6 +132,20 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 
+if [ "$BATCH100" = 1 ]; then
+	for round in $(seq "$ROUNDS"); do
+		for c in 1 4; do
+			q=b100_${c}_r$round
+			fill "$q" 16 12500
+			Q -c "CHECKPOINT"
+			pgb -c "$c" -j "$(( c > 1 ? 2 : 1 ))" -M prepared -T "$DUR" -D queue="$q" -f "$W/pop100.sql" >"$W/b100_$c.log" 2>&1 ||
+				{ log "pgbench failed:"; grep -m3 -i error "$W/b100_$c.log" >&2; exit 1; }
+			record "b100_$c" "$(awk '/^tps = / { printf "%.0f", $3 }' "$W/b100_$c.log")"
+			log "  batch 100, $c clients: ${RATE[b100_$c]} batches/s (median so far)"
+		done
+	done
+fi
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2fx", a / b; else print "-" }'; }
 first=${SIZES%% *}
 {
@@ -123,6 +154,10 @@ first=${SIZES%% *}
 	for n in $SIZES; do
 		echo "| $n | ${RATE[sql_queue_$n]} | ${RATE[sql_group_$n]} | ${RATE[http_queue_$n]:--} (${RATE[http_queue_secs_$n]:--}) | ${RATE[http_group_$n]:--} (${RATE[http_group_secs_$n]:--}) | ${RATE[wake_$n]:--} | $(ratio "${RATE[sql_queue_$n]}" "${RATE[sql_queue_$first]}") | $(ratio "${RATE[sql_group_$n]}" "${RATE[sql_group_$first]}") |"
 	done
+	if [ "$BATCH100" = 1 ]; then
+		echo
+		echo "batch 100 pop + ack, 16 partitions: ${RATE[b100_1]} batches/s with 1 client, ${RATE[b100_4]} with 4"
+	fi
 	echo
 	echo "rounds: $ROUNDS, ${DUR}s a SQL point, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
 } | tee "$W/table.md"
