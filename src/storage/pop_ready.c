@@ -39,7 +39,10 @@
  * KEY SHARE skips the row (TM_WouldBlock from heap_lock_tuple for a row
  * being deleted; gone once the delete commits) and P inserts a fresh one.
  * Under a transaction snapshot (REPEATABLE READ) the second test cannot see
- * a later commit: deleters then delete nothing, and the rebuild prunes.
+ * a later commit: deleters then delete nothing, and the rebuild prunes; a
+ * push there inserts a row without looking (locking a row deleted since its
+ * snapshot would be a serialization failure), which is safe because no
+ * deleter sees the row before the push commits, and then sees its backlog.
  *
  * The one wait left: a push whose snapshot saw a row before a pop moved it
  * follows the update chain (heap_lock_updated_tuple), and that waits, SKIP
@@ -279,6 +282,21 @@ static QsPlan pushed_plan = {
 	"   FROM w"
 	"  WHERE NOT EXISTS (SELECT 1 FROM h"
 	"                     WHERE h.partition_id = w.pid AND h.consumer_group = w.consumer_group)",
+	1, {UUIDARRAYOID}
+};
+
+/*
+ * The same under a transaction snapshot, where locking a row deleted since
+ * the snapshot would fail the push with a serialization error: always a new
+ * row (safe, since no deleter sees it before the push commits; the rebuild
+ * drops the extra rows).
+ */
+static QsPlan pushed_always_plan = {
+	"INSERT INTO queen.log_ready (partition_id, consumer_group, queue_id, served_at)"
+	" SELECT DISTINCT u.pid, g.consumer_group, g.queue_id, NULL::timestamptz"
+	"   FROM unnest($1::uuid[]) AS u(pid)"
+	"   JOIN queen.log_partitions p ON p.id = u.pid"
+	"   JOIN queen.log_ready_groups g ON g.queue_id = p.queue_id",
 	1, {UUIDARRAYOID}
 };
 
@@ -569,7 +587,7 @@ qs_ready_pushed(const QsAppendMany *a, int n)
 	if (m > 0)
 	{
 		arg = PointerGetDatum(construct_array(pids, m, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
-		qs_exec(&pushed_plan, &arg, NULL, 0);
+		qs_exec(IsolationUsesXactSnapshot() ? &pushed_always_plan : &pushed_plan, &arg, NULL, 0);
 	}
 	pfree(pids);
 }
