@@ -125,10 +125,9 @@ for round in $(seq "$ROUNDS"); do
 			# queue mode not drained within the limit: the rest over SQL
 			# (auto-ack, 1,000 partitions a pop), so the wake is measured at any size
 			if [ "$acked" -lt "$n" ]; then
-				Q -c "DO \$\$ BEGIN
-					WHILE jsonb_array_length(queen.pop('$hq', batch => 10000, partitions => 1000,
-					                                   auto_ack => true)->'messages') > 0 LOOP END LOOP;
-				      END \$\$" >/dev/null
+				# one transaction a pop: a single one claiming them all runs out of lock slots
+				while [ "$(Q -c "SELECT jsonb_array_length(queen.pop('$hq', batch => 10000,
+				            partitions => 1000, auto_ack => true)->'messages')")" -gt 0 ]; do :; done
 				acked=$n
 			fi
 			# queue mode drained: a parked pop woken by a push
