@@ -21,7 +21,6 @@ typedef struct PopCtx
 	const char *group;
 	bool		queue_mode;
 	bool		named;			/* the pop names its partition */
-	bool		from_set;		/* a wildcard pop reading its group's ready set */
 	bool		keep_set;		/* it keeps the ready rows in step (not while another builds them) */
 	int			budget;
 	int			lease_seconds;
@@ -533,9 +532,11 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	char		pid_str[QS_UUID_STRLEN + 1];
 	bool		isnull;
 
-	/* the ready rows first, without waiting (a push's FOR KEY SHARE goes along) */
-	if (c->from_set && !qs_ready_lock(pid, grp))
-		return 0;
+	/*
+	 * No lock on the ready rows first: the cursor's FOR UPDATE SKIP LOCKED
+	 * below keeps two pops off one partition, and qs_ready_served locks the
+	 * rows it moves without waiting.
+	 */
 	args[0] = pid;
 	args[1] = grp;
 	qs_exec(&claim_state_plan, args, NULL, 1);
@@ -644,7 +645,7 @@ claim_candidates(PopCtx *c, bool ready, int max_partitions)
 	 * not yet committed, and rows taken outside their order could wait on
 	 * a push in a cycle.
 	 */
-	c->from_set = c->keep_set = ready;
+	c->keep_set = ready;
 
 	args[0] = c->queue_id;
 	args[1] = CStringGetTextDatum(c->group);

@@ -24,9 +24,10 @@
  *  - push (qs_ready_pushed), in the transaction that moves last_offset: for
  *    each registered group, it locks the partition's rows FOR KEY SHARE SKIP
  *    LOCKED and inserts one if it locked none. It never updates a row;
- *  - a wildcard pop locks the rows FOR NO KEY UPDATE SKIP LOCKED, which
- *    goes along with a push's KEY SHARE (the table has no key, so every
- *    UPDATE is a no-key one), and moves served_at (qs_ready_served);
+ *  - a pop that claimed the partition moves served_at (qs_ready_served) of
+ *    the rows it can lock FOR NO KEY UPDATE SKIP LOCKED, which goes along
+ *    with a push's KEY SHARE (the table has no key, so every UPDATE is a
+ *    no-key one);
  *  - deleters (ack, auto-ack, the pop's seal, a seek to a partition's end,
  *    the rebuild's prune; qs_ready_consumed, delete_locked) lock rows FOR
  *    UPDATE SKIP LOCKED, only where the partition shows no backlog, then
@@ -241,12 +242,6 @@ static QsPlan consumed_lock_plan = {
 };
 
 /* FOR NO KEY UPDATE: a push's FOR KEY SHARE goes along with it. */
-static QsPlan lock_plan = {
-	"SELECT 1 FROM queen.log_ready WHERE partition_id = $1 AND consumer_group = $2"
-	" FOR NO KEY UPDATE SKIP LOCKED",
-	2, {UUIDOID, TEXTOID}
-};
-
 static QsPlan served_plan = {
 	"UPDATE queen.log_ready SET served_at = clock_timestamp()"
 	" WHERE ctid = ANY (ARRAY(SELECT ctid FROM queen.log_ready"
@@ -515,19 +510,6 @@ qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts
 	if (seek)
 		nulls[2] = ' ';
 	qs_exec(&build_recent_plan, args, nulls, 0);
-	return SPI_processed > 0;
-}
-
-/* Lock the partition's rows without waiting: false if absent or all held. */
-bool
-qs_ready_lock(Datum pid, Datum grp)
-{
-	Datum		args[2] = {pid, grp};
-
-	if (!ready_available())
-		return true;
-
-	qs_exec(&lock_plan, args, NULL, 0);
 	return SPI_processed > 0;
 }
 

@@ -134,7 +134,6 @@ typedef enum QsReadyState
 extern QsReadyState qs_ready_prepare(Datum queue_id, const char *group, bool seek,
 									 TimestampTz seek_ts);
 extern bool qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts);
-extern bool qs_ready_lock(Datum pid, Datum grp);
 extern void qs_ready_served(Datum pid, Datum grp);
 extern void qs_ready_consumed(Datum pid, Datum grp);
 extern void qs_ready_pushed(const QsAppendMany *a, int n);
