@@ -71,6 +71,7 @@ OBJS = \
 	src/storage/push.o \
 	src/storage/push_text.o \
 	src/storage/pop.o \
+	src/storage/pop_ready.o \
 	src/storage/ack.o \
 	src/storage/transaction.o \
 	src/storage/dlq.o \

@@ -638,6 +638,8 @@ move_cursor(AckGroup *g, const AckMove *m)
 	g->args[6] = BoolGetDatum(m->reset_attempt);
 	g->args[7] = Int32GetDatum(m->hold_ms);
 	qs_exec(&move_plan, g->args, NULL, 0);
+	if (m->target > g->committed)
+		qs_ready_consumed(g->args[0], g->args[1]);
 	for (int i = 0; i < g->n; i++)
 		if (g->items[i]->success && !g->items[i]->noop)
 			g->items[i]->lease_released = m->release;

@@ -197,6 +197,7 @@ qs_appends_run(QsAppendMany *a, int n)
 	if (m == 1 && !a[last].locked)
 		qs_appends_lock(&a[last], 1);
 	qs_segments_write(a, n);
+	qs_ready_pushed(a, n);
 	for (int i = 0; i < n; i++)
 		if (a[i].blob != NULL)
 			qs_dedup_record(&a[i].pid, a[i].base_offset, a[i].count, a[i].hashes,

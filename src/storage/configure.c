@@ -321,7 +321,7 @@ static QsPlan delete_plan = {
 	" d AS (DELETE FROM queen.log_dlq WHERE partition_id IN (SELECT id FROM p)),"
 	" tr AS (DELETE FROM queen.message_traces WHERE partition_id IN (SELECT id FROM p)),"
 	" s AS (DELETE FROM queen_streams.state WHERE partition_id IN (SELECT id FROM p))"
-	"DELETE FROM queen.queues WHERE id IN (SELECT id FROM q) RETURNING 1",
+	"DELETE FROM queen.queues WHERE id IN (SELECT id FROM q) RETURNING id",
 	2, {UUIDOID, TEXTOID}
 };
 
@@ -348,6 +348,12 @@ qs_delete_queue(PG_FUNCTION_ARGS)
 	args[1] = CStringGetTextDatum(queue);
 	qs_exec(&delete_plan, args, NULL, 0);
 	deleted = SPI_processed > 0;
+	if (deleted)
+	{
+		bool		isnull;
+
+		qs_ready_drop_queue(qs_uuid_datum(DatumGetUUIDP(qs_col(0, 1, &isnull))));
+	}
 	qs_spi_finish();
 	if (deleted && qs_deleted_hook)
 		qs_deleted_hook(&tenant, queue);

@@ -426,6 +426,7 @@ qs_delete_consumer_group(PG_FUNCTION_ARGS)
 	}
 	qs_exec(&delete_cursors_plan, args, nulls, 0);
 	deleted = (int64) SPI_processed;
+	qs_ready_forget(&tenant, group, args[2], queue == NULL);
 	if (delete_metadata)
 		qs_exec(&delete_metadata_plan, args, nulls, 0);
 	qs_spi_finish();
@@ -478,6 +479,7 @@ qs_update_subscription(PG_FUNCTION_ARGS)
 	args[2] = TimestampTzGetDatum(ts);
 	qs_exec(&update_subscription_plan, args, NULL, 0);
 	updated = (int64) SPI_processed;
+	qs_ready_forget(&tenant, group, (Datum) 0, true);	/* unmet partitions start elsewhere */
 	qs_spi_finish();
 
 	qsj_object(&j, NULL);

@@ -155,7 +155,12 @@ qs_seek(PG_FUNCTION_ARGS)
 
 	qsj_init(&j);
 	qs_spi_connect();
-	moved = seek_queue(qs_queue_id(&tenant, queue), group, to_end, ts);
+	{
+		Datum		queue_id = qs_queue_id(&tenant, queue);
+
+		moved = seek_queue(queue_id, group, to_end, ts);
+		qs_ready_forget(&tenant, group, queue_id, false);	/* cursors may have moved back */
+	}
 	qs_spi_finish();
 
 	qsj_object(&j, NULL);
@@ -206,7 +211,10 @@ qs_seek_partition(PG_FUNCTION_ARGS)
 	qs_exec(&lock_cursor_plan, args, NULL, 1);
 	updated = SPI_processed == 1;
 	if (updated)
+	{
 		move_cursor(pid, args[1], last_offset);
+		qs_ready_consumed(pid, args[1]);
+	}
 	qs_spi_finish();
 
 	qsj_object(&j, NULL);

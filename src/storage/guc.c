@@ -17,6 +17,7 @@ int			qs_dedup_partition_entries = 0;
 int			qs_dedup_key_budget = 262144;
 int			qs_max_pop_batch = 10000;
 int			qs_max_pop_partitions = 1000;
+int			qs_pop_ready_recheck_s = 30;
 bool		qs_encryption_fail_open = false;
 bool		qs_encryption_unbound_read = true;
 bool		qs_ack_requires_lease = false;
@@ -44,6 +45,15 @@ qs_storage_guc_init(void)
 							&qs_max_pop_partitions,
 							1000, 1, INT_MAX,
 							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.pop_ready_recheck",
+							gettext_noop("How often a wildcard pop rebuilds its consumer group's ready set from the cursors."),
+							gettext_noop("The set is kept in step by push, pop and ack; the rebuild bounds how long "
+										 "a missed update can hide a partition's backlog."),
+							&qs_pop_ready_recheck_s,
+							30, 1, 86400,
+							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.zstd_level",

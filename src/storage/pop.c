@@ -13,6 +13,7 @@
 #include "common/text.h"
 
 #include "catalog/pg_type_d.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/numeric.h"
@@ -24,6 +25,7 @@ typedef struct PopCtx
 	const char *group;
 	bool		queue_mode;
 	bool		named;			/* the pop names its partition */
+	bool		keep_set;		/* it keeps the ready rows in step (not while another builds them) */
 	int			budget;
 	int			lease_seconds;
 	bool		auto_ack;
@@ -71,12 +73,30 @@ static QsPlan one_partition_plan = {
 };
 
 /*
- * Partitions with something past this group's cursor and no live lease,
- * least recently served first so one busy partition cannot starve others.
- * lease_expires_at is the only gate: a lease, or the retryDelay hold a nack
- * leaves on a released batch (worker_id NULL), keeps the cursor unclaimable.
+ * The head of the group's ready set (pop_ready.c): partitions with something
+ * past this group's cursor and no live lease, least recently served first
+ * so one busy partition cannot starve others. lease_expires_at is the only
+ * lease gate: a lease, or the retryDelay hold a nack leaves on a released
+ * batch (worker_id NULL), keeps the cursor unclaimable. The order is the
+ * index's, so the scan stops after $3 claimable rows; the cursor is looked
+ * up per row (LATERAL ... LIMIT 1), never read for the whole group.
  */
 static QsPlan candidates_plan = {
+	"SELECT r.partition_id, p.name FROM queen.log_ready r"
+	"  JOIN queen.log_partitions p ON p.id = r.partition_id"
+	"  LEFT JOIN LATERAL (SELECT * FROM queen.log_consumers c"
+	"                      WHERE c.partition_id = r.partition_id AND c.consumer_group = $2"
+	"                      LIMIT 1) c ON true"
+	" WHERE r.queue_id = $1 AND r.consumer_group = $2 AND p.last_offset >= p.log_start"
+	"   AND (c.partition_id IS NULL"
+	"        OR (c.committed < p.last_offset"
+	"            AND (c.lease_expires_at IS NULL OR c.lease_expires_at < clock_timestamp())))"
+	" ORDER BY r.served_at NULLS FIRST, r.partition_id LIMIT $3",
+	3, {UUIDOID, TEXTOID, INT4OID}
+};
+
+/* The same over every partition of the queue: a schema without ready sets. */
+static QsPlan all_candidates_plan = {
 	"SELECT p.id, p.name FROM queen.log_partitions p"
 	"  LEFT JOIN queen.log_consumers c"
 	"         ON c.partition_id = p.id AND c.consumer_group = $2"
@@ -516,6 +536,11 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	char		pid_str[QS_UUID_STRLEN + 1];
 	bool		isnull;
 
+	/*
+	 * No lock on the ready rows first: the cursor's FOR UPDATE SKIP LOCKED
+	 * below keeps two pops off one partition, and qs_ready_served locks the
+	 * rows it moves without waiting.
+	 */
 	args[0] = pid;
 	args[1] = grp;
 	qs_exec(&claim_state_plan, args, NULL, 1);
@@ -557,6 +582,8 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	{
 		/* nothing taken or leased; to the back of the line, so healthy partitions come first */
 		qs_exec(&fence_plan, args, NULL, 0);
+		if (c->keep_set)
+			qs_ready_served(pid, grp);
 		return 0;
 	}
 	if (taken == 0)
@@ -566,7 +593,10 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 		{
 			args[2] = Int64GetDatum(last_offset);
 			qs_exec(&seal_plan, args, NULL, 0);
+			committed = last_offset;
 		}
+		if (committed >= last_offset && c->keep_set)
+			qs_ready_consumed(pid, grp);
 		return 0;
 	}
 
@@ -575,6 +605,12 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 		args[2] = Int64GetDatum(last);
 		args[3] = Int64GetDatum(taken);
 		qs_exec(&autoack_plan, args, NULL, 0);
+		if (c->keep_set)
+		{
+			/* deleted first: a row moved then deleted by one transaction could hold up a push */
+			qs_ready_consumed(pid, grp);
+			qs_ready_served(pid, grp);
+		}
 	}
 	else
 	{
@@ -583,6 +619,8 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 		args[4] = Int64GetDatum(last);
 		args[5] = Int64GetDatum(first);
 		qs_exec(&lease_plan, args, NULL, 0);
+		if (c->keep_set)
+			qs_ready_served(pid, grp);
 	}
 
 	if (c->claimed++ == 0)
@@ -592,6 +630,43 @@ claim_partition(PopCtx *c, Datum pid, const char *pname)
 	}
 	c->budget -= taken;
 	return taken;
+}
+
+/*
+ * A wildcard pop: the head of the group's ready set (or, without one, of
+ * every partition of the queue), claimed in order until max_partitions are.
+ */
+static void
+claim_candidates(PopCtx *c, bool ready, int max_partitions)
+{
+	Datum		args[3];
+	SPITupleTable *cand;
+	uint64		ncand;
+	bool		isnull;
+
+	/*
+	 * Without the set, its rows are left alone: they may be another pop's,
+	 * not yet committed, and rows taken outside their order could wait on
+	 * a push in a cycle.
+	 */
+	c->keep_set = ready;
+
+	args[0] = c->queue_id;
+	args[1] = CStringGetTextDatum(c->group);
+	/* checked: partitions may be anything up to INT_MAX */
+	args[2] = Int32GetDatum(max_partitions > PG_INT32_MAX / 4 ? PG_INT32_MAX
+							: Max(max_partitions * 4, 16));
+	qs_exec(ready ? &candidates_plan : &all_candidates_plan, args, NULL, 0);
+	cand = SPI_tuptable;
+	ncand = SPI_processed;
+	for (uint64 i = 0; i < ncand && c->claimed < max_partitions && c->budget > 0; i++)
+	{
+		Datum		pid = SPI_getbinval(cand->vals[i], cand->tupdesc, 1, &isnull);
+		char	   *pname = SPI_getvalue(cand->vals[i], cand->tupdesc, 2);
+
+		CHECK_FOR_INTERRUPTS();
+		claim_partition(c, pid, pname);
+	}
 }
 
 static Datum answer_jsonb(PopCtx *c);
@@ -713,28 +788,18 @@ pop_common(FunctionCallInfo fcinfo, bool as_text)
 				Datum		pid = datumCopy(qs_col(0, 1, &isnull), false, UUID_LEN);
 
 				c.named = true;
+				c.keep_set = true;
 				claim_partition(&c, pid, partition);
 			}
 		}
 		else
 		{
-			SPITupleTable *cand;
-			uint64		ncand;
+			QsReadyState ready = qs_ready_prepare(c.queue_id, c.group, c.seek, c.seek_ts);
 
-			args[1] = CStringGetTextDatum(c.group);
-			/* checked, but queen_streams.max_pop_partitions may be as large as INT_MAX */
-			args[2] = Int32GetDatum(max_partitions > PG_INT32_MAX / 4 ? PG_INT32_MAX
-									: Max(max_partitions * 4, 16));
-			qs_exec(&candidates_plan, args, NULL, 0);
-			cand = SPI_tuptable;
-			ncand = SPI_processed;
-			for (uint64 i = 0; i < ncand && c.claimed < max_partitions && c.budget > 0; i++)
-			{
-				Datum		pid = SPI_getbinval(cand->vals[i], cand->tupdesc, 1, &isnull);
-				char	   *pname = SPI_getvalue(cand->vals[i], cand->tupdesc, 2);
-
-				claim_partition(&c, pid, pname);
-			}
+			claim_candidates(&c, ready != QS_READY_NONE, max_partitions);
+			if (c.claimed == 0 && ready == QS_READY_YOUNG &&
+				qs_ready_retry(c.queue_id, c.group, c.seek, c.seek_ts))
+				claim_candidates(&c, true, max_partitions);
 		}
 	}
 	qs_spi_finish();

@@ -19,6 +19,7 @@ extern int	qs_dedup_partition_entries;
 extern int	qs_dedup_key_budget;
 extern int	qs_max_pop_batch;
 extern int	qs_max_pop_partitions;
+extern int	qs_pop_ready_recheck_s;
 extern bool qs_encryption_fail_open;
 extern bool qs_encryption_unbound_read;
 extern bool qs_ack_requires_lease;
@@ -137,6 +138,26 @@ typedef struct QsAppendMany
 	int64		base_offset;
 	TimestampTz created_at;
 } QsAppendMany;
+
+/*
+ * pop_ready.c: per (queue, consumer group), the partitions that may have a
+ * backlog, least recently served first (the wildcard pop's candidates)
+ */
+typedef enum QsReadyState
+{
+	QS_READY_NONE,				/* no set: read every partition */
+	QS_READY_OK,
+	QS_READY_YOUNG				/* just built: qs_ready_retry when it gives nothing */
+} QsReadyState;
+extern QsReadyState qs_ready_prepare(Datum queue_id, const char *group, bool seek,
+									 TimestampTz seek_ts);
+extern bool qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts);
+extern void qs_ready_served(Datum pid, Datum grp);
+extern void qs_ready_consumed(Datum pid, Datum grp);
+extern void qs_ready_pushed(const QsAppendMany *a, int n);
+extern void qs_ready_drop_queue(Datum queue_id);
+extern void qs_ready_forget(const pg_uuid_t *tenant, const char *group, Datum queue_id,
+							bool all_queues);
 
 /* row_lock.c */
 extern void qs_appends_lock(QsAppendMany *a, int n);
