@@ -5,7 +5,10 @@
  * commit) and queen.push(jsonb), whose jsonb is walked into the same
  * fields and checked by the same finish_item and check_request (faster
  * than writing it out as text to read it again: bench/README.md's push
- * section). So the request's rules exist here only.
+ * section). So the request's rules exist here only. The item rules
+ * (item_rules) also read queen.transaction's push items and a streams
+ * cycle's sink items (qs_push_read_item), which differ from push only where
+ * Queen's wire does (QsPushRules).
  *
  * The text is walked once. Each item is checked, grouped and its frame
  * written into its segment buffer (push.c) as soon as its object closes; a
