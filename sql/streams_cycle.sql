@@ -253,6 +253,27 @@ SELECT error FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id
   'push_items', '[{"queue":"cyc_sink","payload":1},"cyc_sink"]'::jsonb));
 SELECT error FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :'pid',
   'push_items', '[{"queue":5,"payload":1}]'::jsonb));
+-- One push reader (issue 41): sink items are read by push's item rules. A
+-- name push refuses fails the cycle with push's error; nothing is written.
+SELECT pg_temp.nsegs() AS segs_before \gset
+SELECT item, error FROM (VALUES ('{"queue":"a/b","payload":1}'), ('{"queue":"..","payload":1}'),
+                                ('{"queue":"cyc_sink","partition":"p/q","payload":1}'),
+                                ('{"queue":"cyc_sink","partition":".","payload":1}')) v(item),
+       pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :'pid',
+         'push_items', jsonb_build_array('{"queue":"cyc_sink","payload":1}'::jsonb, item::jsonb)));
+SELECT pg_temp.nsegs() - :segs_before AS new_segments,
+       (SELECT count(*) FROM queen.queues WHERE name IN ('a/b', '..')) AS bad_queues;
+-- A null payload is stored as push stores it (empty, read as null); one
+-- not given is {} (the protocol's default), as a transaction's.
+SELECT push_results FROM pg_temp.cyc(jsonb_build_object('query_id', :'q', 'partition_id', :'pid',
+  'push_items', '[{"queue":"cyc_pl","transactionId":"null","payload":null},
+                  {"queue":"cyc_pl","transactionId":"absent"},
+                  {"queue":"cyc_pl","transactionId":"null-data","payload":null,"data":7}]'::jsonb));
+SELECT jsonb_array_length(queen.push('{"items":[{"queue":"cyc_pl","transactionId":"push-null","payload":null}]}')) AS pushed;
+SELECT f.transaction_id, quote_nullable(f.payload) AS stored
+  FROM queen.log_segments s, queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
+ WHERE s.partition_id = pg_temp.pid('cyc_pl')
+ ORDER BY s.base_offset, f.idx;
 
 -- Tenant B: a sink named like the default tenant's resolves (and is
 -- auto-created) under tenant B; the default tenant's queue is untouched.

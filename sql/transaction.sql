@@ -312,6 +312,43 @@ SELECT f.flags, position('plain-marker'::bytea IN queen.segment_decompress(s.blo
 SELECT data FROM pg_temp.pop('enc', auto => true);
 RESET queen_streams.encryption_key;
 
+-------------------------------------------------------------------------
+-- One push reader (issue 41): a transaction's push items are read by
+-- push's item rules. A queue or partition name push refuses ("/", ".",
+-- "..") is refused here with push's error, naming the item; nothing is
+-- written.
+-------------------------------------------------------------------------
+SELECT field, name,
+       pg_temp.try(format('SELECT queen.push(%L)', jsonb_build_object('items',
+         jsonb_build_array(jsonb_build_object('queue', 'nm', field, name))))) AS push,
+       pg_temp.try(format('SELECT queen.transaction(%L)', jsonb_build_object('operations',
+         jsonb_build_array(jsonb_build_object('type', 'push', 'items',
+           jsonb_build_array(jsonb_build_object('queue', 'nm', field, name))))))) AS transaction,
+       pg_temp.try(format('SELECT queen.transaction(%L)', jsonb_build_object('operations',
+         jsonb_build_array(jsonb_build_object('type', 'push', 'queue', 'nm', field, name))))) AS flat_op
+  FROM (VALUES ('queue'), ('partition')) f(field), (VALUES ('a/b'), ('.'), ('..')) n(name)
+ ORDER BY field, name;
+SELECT count(*) AS nm_queues FROM queen.queues WHERE name IN ('nm', 'a/b', '.', '..');
+
+-- A null payload is stored as push stores it (empty, read as null) by
+-- push, push_text and a transaction; one not given is null in a push and
+-- {} in a transaction (Queen's route). The stored frames, and a pop.
+SELECT jsonb_array_length(queen.push('{"items":[{"queue":"pl_push","transactionId":"null","payload":null},
+  {"queue":"pl_push","transactionId":"absent"},{"queue":"pl_push","transactionId":"null-data","payload":null,"data":7}]}')) AS pushed;
+SELECT queen.push_text('{"items":[{"queue":"pl_text","transactionId":"null","payload":null},
+  {"queue":"pl_text","transactionId":"absent"},{"queue":"pl_text","transactionId":"null-data","payload":null,"data":7}]}') IS NOT NULL AS pushed;
+SELECT (pg_temp.head((SELECT pg_temp.txn('{"operations":[{"type":"push","items":[
+  {"queue":"pl_txn","transactionId":"null","payload":null},{"queue":"pl_txn","transactionId":"absent"},
+  {"queue":"pl_txn","transactionId":"null-data","payload":null,"data":7}]}]}')))).success;
+SELECT q.name AS queue, f.transaction_id, quote_nullable(f.payload) AS stored
+  FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+  JOIN queen.log_segments s ON s.partition_id = p.id,
+       queen.segment_frames(s.blob, s.end_offset - s.base_offset + 1) f
+ WHERE q.name IN ('pl_push', 'pl_text', 'pl_txn')
+ ORDER BY q.name, f.idx;
+SELECT 'pl_push' AS queue, txn, data FROM pg_temp.pop('pl_push', auto => true);
+SELECT 'pl_txn' AS queue, txn, data FROM pg_temp.pop('pl_txn', auto => true);
+
 -- Not callable by PUBLIC; runs as its owner with a fixed search_path.
 SELECT has_function_privilege('public', 'queen.transaction(jsonb, uuid, text)', 'EXECUTE') AS public_can_execute,
        p.prosecdef, p.proconfig

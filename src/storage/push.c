@@ -729,13 +729,6 @@ qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
  * its message id's string.
  */
 void
-qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what)
-{
-	qs_push_set_txn(it, qs_json_string(o, "transactionId", what, false));
-}
-
-/* The same from the client's string (NULL or "" when it gave none). */
-void
 qs_push_set_txn(QsPushItem *it, char *txn)
 {
 	if (txn != NULL && txn[0] != '\0')

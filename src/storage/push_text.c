@@ -5,7 +5,10 @@
  * commit) and queen.push(jsonb), whose jsonb is walked into the same
  * fields and checked by the same finish_item and check_request (faster
  * than writing it out as text to read it again: bench/README.md's push
- * section). So the request's rules exist here only.
+ * section). So the request's rules exist here only. The item rules
+ * (item_rules) also read queen.transaction's push items and a streams
+ * cycle's sink items (qs_push_read_item), which differ from push only where
+ * Queen's wire does (QsPushRules).
  *
  * The text is walked once. Each item is checked, grouped and its frame
  * written into its segment buffer (push.c) as soon as its object closes; a
@@ -62,6 +65,7 @@ static const struct
 
 typedef struct Field
 {
+	bool		seen;			/* the key is there, even as null */
 	bool		present;		/* present and not null */
 	JsonTokenType tok;			/* the value's first token */
 	char	   *str;			/* a string value, unescaped */
@@ -189,30 +193,31 @@ reset_items(PtState *st)
 	memset(&st->item_err, 0, sizeof(Held));
 }
 
+/* The item an error names: "item 3" in a push, the caller's `what` elsewhere. */
 static char *
-item_what(int i)
+item_what(int i, const char *what)
 {
-	return psprintf("item %d", i);
+	return what ? pstrdup(what) : psprintf("item %d", i);
 }
 
 /* A string field of an item, as qs_json_string reads it. */
 static bool
-item_string(PtState *st, int i, int f, bool required, char **out)
+item_string(Field *fs, Held *err, int i, const char *what, int f, bool required, char **out)
 {
-	Field	   *fd = &st->f[f];
+	Field	   *fd = &fs[f];
 
 	*out = NULL;
 	if (!fd->present)
 	{
 		if (required)
-			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-				 psprintf("%s: \"%s\" is required", item_what(i), field_names[f].name), NULL);
+			hold(err, ERRCODE_INVALID_PARAMETER_VALUE,
+				 psprintf("%s: \"%s\" is required", item_what(i, what), field_names[f].name), NULL);
 		return !required;
 	}
 	if (fd->tok != JSON_TOKEN_STRING)
 	{
-		hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-			 psprintf("%s: \"%s\" must be a string", item_what(i), field_names[f].name), NULL);
+		hold(err, ERRCODE_INVALID_PARAMETER_VALUE,
+			 psprintf("%s: \"%s\" must be a string", item_what(i, what), field_names[f].name), NULL);
 		return false;
 	}
 	*out = fd->str;
@@ -221,41 +226,108 @@ item_string(PtState *st, int i, int f, bool required, char **out)
 
 /* qs_check_new_name's rule, its error held back to be raised in queen.push's order. */
 static bool
-item_name_ok(PtState *st, int i, int f, const char *name)
+item_name_ok(Held *err, int i, const char *what, int f, const char *name)
 {
 	const char *why = qs_new_name_problem(name);
 
 	if (why == NULL)
 		return true;
-	hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-		 psprintf("%s: \"%s\" %s", item_what(i), field_names[f].name, why),
+	hold(err, ERRCODE_INVALID_PARAMETER_VALUE,
+		 psprintf("%s: \"%s\" %s", item_what(i, what), field_names[f].name, why),
 		 strcmp(why, "is too long") == 0 ? psprintf("Names are at most %d bytes.", QS_NAME_MAX)
 		 : (char *) qs_new_name_detail(why));
 	return false;
 }
 
-/* An item's object closed: check it in queen.push's order, then add it. */
+/* push's own: no default payload (null), traceId read, "" names no partition */
+static const QsPushRules push_rules = {NULL, true, false};
+
+/* Where Queen's wire says otherwise (doc/behaviour.md, "One push reader") */
+const QsPushRules qs_push_rules_transaction = {"{}", true, false};
+const QsPushRules qs_push_rules_sink = {"{}", false, true};
+
+/*
+ * The item rules, one function for every entry: an item's fields (as a
+ * reader kept them) checked in queen.push's order into `it`, whose id the
+ * caller may have set (id_given); false with the first error held in
+ * `err`. The entries differ only by `rules`, where Queen's wire does.
+ */
+static bool
+item_rules(Field *fs, Held *err, int i, const char *what, const QsPushRules *rules,
+		   const char *psub, int psub_len, QsPushItem *it)
+{
+	char	   *queue;
+	char	   *partition;
+	char	   *txn;
+	char	   *trace = NULL;
+	Field	   *pf;
+
+	if (!item_string(fs, err, i, what, F_QUEUE, true, &queue) ||
+		!item_string(fs, err, i, what, F_PARTITION, false, &partition))
+		return false;
+	if (partition == NULL || (rules->empty_partition && partition[0] == '\0'))
+		partition = "Default";
+	if (!item_name_ok(err, i, what, F_QUEUE, queue) ||
+		!item_name_ok(err, i, what, F_PARTITION, partition))
+		return false;
+	if (!item_string(fs, err, i, what, F_TXN, false, &txn) ||
+		(rules->trace && !item_string(fs, err, i, what, F_TRACE, false, &trace)))
+		return false;
+
+	it->queue = queue;
+	it->partition = partition;
+	if (!it->id_given)
+		qs_uuid7(&it->id);
+	qs_push_set_txn(it, txn);
+	if (trace != NULL)
+	{
+		if (!qs_uuid_parse(trace, strlen(trace), &it->trace))
+		{
+			hold(err, ERRCODE_INVALID_PARAMETER_VALUE,
+				 psprintf("%s: \"traceId\" must be a UUID", item_what(i, what)),
+				 psprintf("Got \"%s\".", trace));
+			return false;
+		}
+		it->has_trace = true;
+	}
+	/*
+	 * push: payload, else data, a null one as absent, else null. Queen's
+	 * other entries: the first of payload and data that is there, even as
+	 * null, else their default. A null payload is stored empty (read as
+	 * null) whichever entry sends it.
+	 */
+	if (rules->payload_default == NULL)
+		pf = fs[F_PAYLOAD].present ? &fs[F_PAYLOAD] :
+			fs[F_DATA].present ? &fs[F_DATA] : NULL;
+	else
+		pf = fs[F_PAYLOAD].seen ? &fs[F_PAYLOAD] :
+			fs[F_DATA].seen ? &fs[F_DATA] : NULL;
+	if (pf && pf->present)
+	{
+		it->payload = pf->start;
+		it->payload_len = pf->end - pf->start;
+	}
+	else if (pf == NULL && rules->payload_default)
+	{
+		it->payload = rules->payload_default;
+		it->payload_len = strlen(rules->payload_default);
+	}
+	else
+		it->payload = "";
+	if (psub)
+	{
+		it->psub = psub;
+		it->psub_len = psub_len;
+	}
+	return true;
+}
+
+/* An item's object closed: check it, then add it. */
 static void
 finish_item(PtState *st)
 {
 	int			i = st->nitems;
 	QsPushItem *it;
-	char	   *queue;
-	char	   *partition;
-	char	   *txn;
-	char	   *trace;
-	Field	   *pf;
-
-	if (!item_string(st, i, F_QUEUE, true, &queue) ||
-		!item_string(st, i, F_PARTITION, false, &partition))
-		return;
-	if (partition == NULL)
-		partition = "Default";
-	if (!item_name_ok(st, i, F_QUEUE, queue) || !item_name_ok(st, i, F_PARTITION, partition))
-		return;
-	if (!item_string(st, i, F_TXN, false, &txn) ||
-		!item_string(st, i, F_TRACE, false, &trace))
-		return;
 
 	if (st->nitems == st->cap)
 	{
@@ -264,35 +336,8 @@ finish_item(PtState *st)
 	}
 	it = &st->items[i];
 	memset(it, 0, sizeof(QsPushItem));
-	it->queue = queue;
-	it->partition = partition;
-	qs_uuid7(&it->id);
-	qs_push_set_txn(it, txn);
-	if (trace != NULL)
-	{
-		if (!qs_uuid_parse(trace, strlen(trace), &it->trace))
-		{
-			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-				 psprintf("%s: \"traceId\" must be a UUID", item_what(i)),
-				 psprintf("Got \"%s\".", trace));
-			return;
-		}
-		it->has_trace = true;
-	}
-	pf = st->f[F_PAYLOAD].present ? &st->f[F_PAYLOAD] :
-		st->f[F_DATA].present ? &st->f[F_DATA] : NULL;
-	if (pf)
-	{
-		it->payload = pf->start;
-		it->payload_len = pf->end - pf->start;
-	}
-	else
-		it->payload = "";
-	if (st->psub)
-	{
-		it->psub = st->psub;
-		it->psub_len = st->psub_len;
-	}
+	if (!item_rules(st->f, &st->item_err, i, NULL, &push_rules, st->psub, st->psub_len, it))
+		return;
 	st->nitems++;
 	if (st->batch)
 		qs_push_add(st->batch, st->items, i);
@@ -389,6 +434,7 @@ pt_field_start(void *state, char *fname, bool isnull)
 				Field	   *fd = &st->f[f];
 
 				st->field = f;
+				fd->seen = true;
 				fd->present = !isnull;
 				fd->tok = tok;
 				fd->str = NULL;
@@ -424,7 +470,7 @@ pt_elem_start(void *state, bool isnull)
 	{
 		if (!st->item_err.set)
 			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-				 psprintf("%s must be a JSON object", item_what(st->nitems)), NULL);
+				 psprintf("%s must be a JSON object", item_what(st->nitems, NULL)), NULL);
 		skip_value(st);
 	}
 }
@@ -683,6 +729,7 @@ fast_item(PtState *st, QsScan *s)
 			Field	   *fd = &st->f[f];
 
 			fd->tok = token_of(*v);
+			fd->seen = true;
 			fd->present = fd->tok != JSON_TOKEN_NULL;
 			fd->start = v;
 			fd->end = s->p;
@@ -848,6 +895,7 @@ check_request(PtState *st)
 static void
 walk_field(Field *fd, JsonbValue *v, bool payload)
 {
+	fd->seen = true;
 	fd->present = v->type != jbvNull;
 	fd->str = NULL;
 	switch (v->type)
@@ -878,6 +926,48 @@ walk_field(Field *fd, JsonbValue *v, bool payload)
 		fd->start = qs_json_text(v, &len);
 		fd->end = fd->start + len;
 	}
+}
+
+/* An item's object walked into its fields; traceId only when `trace`. */
+static void
+walk_item(Field *fs, JsonbContainer *o, bool trace)
+{
+	JsonbValue	v;
+	bool		have_payload = false;
+
+	memset(fs, 0, sizeof(Field) * F_COUNT);
+	for (int f = 0; f < F_COUNT; f++)
+	{
+		bool		payload = f == F_PAYLOAD || f == F_DATA;
+
+		/* "data" is read only when "payload" is absent or null */
+		if ((f == F_DATA && have_payload) || (f == F_TRACE && !trace))
+			continue;
+		if (getKeyJsonValueFromContainer(o, field_names[f].name, field_names[f].len, &v))
+		{
+			walk_field(&fs[f], &v, payload);
+			if (f == F_PAYLOAD)
+				have_payload = fs[f].present;
+		}
+	}
+}
+
+/*
+ * One item of another entry (a transaction's push, a cycle's sink item),
+ * read by the same rules as a pushed item; its errors name it as `what`.
+ * The caller zeroes `it` and may set its id (id_given).
+ */
+void
+qs_push_read_item(JsonbContainer *o, const char *what, const QsPushRules *rules,
+				  const char *psub, QsPushItem *it)
+{
+	Field		fs[F_COUNT];
+	Held		err;
+
+	memset(&err, 0, sizeof(err));
+	walk_item(fs, o, rules->trace);
+	if (!item_rules(fs, &err, 0, what, rules, psub, psub ? strlen(psub) : 0, it))
+		raise_held(&err);
 }
 
 /*
@@ -917,32 +1007,15 @@ walk_request(PtState *st, Jsonb *jb, const char *psub)
 	for (int i = 0; i < n && !st->item_err.set; i++)
 	{
 		JsonbValue *e = getIthJsonbValueFromContainer(arr, i);
-		JsonbContainer *o;
-		bool		have_payload = false;
 
 		CHECK_FOR_INTERRUPTS();
 		if (e->type != jbvBinary || !JsonContainerIsObject(e->val.binary.data))
 		{
 			hold(&st->item_err, ERRCODE_INVALID_PARAMETER_VALUE,
-				 psprintf("%s must be a JSON object", item_what(st->nitems)), NULL);
+				 psprintf("%s must be a JSON object", item_what(st->nitems, NULL)), NULL);
 			break;
 		}
-		o = e->val.binary.data;
-		memset(st->f, 0, sizeof(st->f));
-		for (int f = 0; f < F_COUNT; f++)
-		{
-			bool		payload = f == F_PAYLOAD || f == F_DATA;
-
-			/* "data" is read only when "payload" is absent or null */
-			if (f == F_DATA && have_payload)
-				continue;
-			if (getKeyJsonValueFromContainer(o, field_names[f].name, field_names[f].len, &v))
-			{
-				walk_field(&st->f[f], &v, payload);
-				if (f == F_PAYLOAD)
-					have_payload = st->f[f].present;
-			}
-		}
+		walk_item(st->f, e->val.binary.data, true);
 		finish_item(st);
 	}
 }

@@ -291,10 +291,25 @@ typedef struct QsPushGroup
 	int64	   *dup_off;		/* offset of the original */
 } QsPushGroup;
 
-extern void qs_push_item_txn(QsPushItem *it, JsonbContainer *o, const char *what);
 extern void qs_push_set_txn(QsPushItem *it, char *txn);
 extern QsPushGroup *qs_push_items(const pg_uuid_t *tenant, QsPushItem *items, int nitems,
 								  bool repack, int *ngroups);
+/*
+ * push_text.c: the one reader's item rules, for the entries that read their
+ * items from jsonb (queen.transaction, a cycle's sink items). An entry
+ * differs from push only where Queen's wire says so (doc/behaviour.md).
+ */
+typedef struct QsPushRules
+{
+	const char *payload_default;	/* NULL: push's payload rule; else Queen's, and this
+									 * JSON when neither payload nor data is there */
+	bool		trace;			/* traceId read (a sink's frames carry none) */
+	bool		empty_partition;	/* "" partition is Default (a sink item) */
+} QsPushRules;
+extern const QsPushRules qs_push_rules_transaction;
+extern const QsPushRules qs_push_rules_sink;
+extern void qs_push_read_item(JsonbContainer *o, const char *what, const QsPushRules *rules,
+							  const char *psub, QsPushItem *it);
 /* push_text.c: whether a push's error is about its request's text (bad JSON) */
 extern bool qs_push_error_in_text(const ErrorData *edata);
 /* the same, one item at a time (queen.push_text adds each as it is parsed) */

@@ -9,7 +9,8 @@
  * wrong type) raises 22023, as a malformed /push or /ack body does, so the
  * route answers 400 and nothing runs. Push items are flattened as Queen's
  * route does: every item of a {type:"push", items:[...]} op is one op of
- * its own, and result indexes count those.
+ * its own, and result indexes count those. Each is read by push's item
+ * rules (qs_push_read_item), with Queen's {} for a payload not given.
  *
  * The work then runs in one internal subtransaction, in the global lock
  * order (cycle.c): every push of the call goes through the push core in one
@@ -38,7 +39,6 @@
 #include "storage/storage.h"
 #include "common/ids.h"
 #include "common/spi.h"
-#include "common/text.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
@@ -94,37 +94,15 @@ static QsPlan ack_plan = {
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(__VA_ARGS__)))
 
 /*
- * One pushed message, from an item of a push op or from a flat push op.
- * The payload is `payload` when the key is there (even as null), else
- * `data`, else {}. Message ids are always the server's.
+ * One pushed message, from an item of a push op or from a flat push op:
+ * push's item rules (push_text.c) with Queen's route's payload reading
+ * ({} when neither payload nor data is there). Message ids are always the
+ * server's.
  */
 static void
 parse_push(JsonbContainer *o, const char *what, const char *psub, QsPushItem *it)
 {
-	JsonbValue	pv;
-
-	it->queue = qs_json_string(o, "queue", what, true);
-	it->partition = qs_json_string(o, "partition", what, false);
-	if (it->partition == NULL)
-		it->partition = "Default";
-	qs_check_name("queue", NULL, it->queue);
-	qs_check_name("partition", NULL, it->partition);
-	qs_uuid7(&it->id);
-	qs_push_item_txn(it, o, what);
-	it->has_trace = qs_json_uuid(o, "traceId", what, false, &it->trace);
-	if (getKeyJsonValueFromContainer(o, "payload", 7, &pv) != NULL ||
-		getKeyJsonValueFromContainer(o, "data", 4, &pv) != NULL)
-		it->payload = qs_json_text(&pv, &it->payload_len);
-	else
-	{
-		it->payload = "{}";
-		it->payload_len = 2;
-	}
-	if (psub)
-	{
-		it->psub = psub;
-		it->psub_len = strlen(psub);
-	}
+	qs_push_read_item(o, what, &qs_push_rules_transaction, psub, it);
 }
 
 /* An ack op: checked here as queen.ack would, so that it never raises there. */

@@ -29,7 +29,6 @@
 #include "streams/streams.h"
 #include "common/ids.h"
 #include "common/spi.h"
-#include "common/text.h"
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -341,9 +340,12 @@ apply_state_ops(CycleReq *r, CycleOut *out)
 }
 
 /*
- * Read the sink items into `outer`, names checked: a bad item fails this
- * cycle alone, also when its push is merged with other cycles' and runs
- * after every cycle's work.
+ * Read the sink items into `outer` by push's item rules (push_text.c, with
+ * the sink's differences: an empty partition is Default, no traceId, {}
+ * when neither payload nor data is given): a bad item fails this cycle
+ * alone, also when its push is merged with other cycles' and runs after
+ * every cycle's work. An item whose queue is absent, null or "" is
+ * skipped, as the protocol says (spec/streams-routes.md).
  */
 static void
 read_sinks(CycleReq *r, CycleOut *out)
@@ -358,9 +360,8 @@ read_sinks(CycleReq *r, CycleOut *out)
 		JsonbValue *v;
 		JsonbContainer *o;
 		QsPushItem *it = &items[m];
-		JsonbValue	pv;
+		JsonbValue	qv;
 		char		what[32];
-		char	   *queue;
 
 		CHECK_FOR_INTERRUPTS();
 		v = getIthJsonbValueFromContainer(r->push_items, i);
@@ -368,26 +369,11 @@ read_sinks(CycleReq *r, CycleOut *out)
 		snprintf(what, sizeof(what), "push_items[%d]", i);
 		if (o == NULL || !JsonContainerIsObject(o))
 			raise_cycle("%s must be a JSON object", what);
-		queue = qs_json_string(o, "queue", what, false);
-		if (queue == NULL || queue[0] == '\0')
+		if (!qs_json_get(o, "queue", &qv) ||
+			(qv.type == jbvString && qv.val.string.len == 0))
 			continue;			/* an item without a queue is skipped */
-		it->queue = queue;
-		it->partition = qs_json_string(o, "partition", what, false);
-		if (it->partition == NULL || it->partition[0] == '\0')
-			it->partition = "Default";
-		qs_check_name("queue", what, it->queue);
-		qs_check_name("partition", what, it->partition);
 		it->id_given = qs_json_uuid(o, "messageId", what, false, &it->id);
-		if (!it->id_given)
-			qs_uuid7(&it->id);
-		qs_push_item_txn(it, o, what);
-		if (qs_json_get(o, "payload", &pv) || qs_json_get(o, "data", &pv))
-			it->payload = qs_json_text(&pv, &it->payload_len);
-		else
-		{
-			it->payload = "{}";
-			it->payload_len = 2;
-		}
+		qs_push_read_item(o, what, &qs_push_rules_sink, NULL, it);
 		/* a frame over a limit fails this cycle alone, with that limit's error */
 		(void) qs_frame_check(false, it->txn_len, false, 0, it->payload_len);
 		m++;
