@@ -31,6 +31,7 @@
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -341,8 +342,7 @@ static TimestampTz refresh_rest_until = 0;	/* after one: as long again idle */
  * longer than half the interval, as long after its end as it took (at most
  * half of a core on refreshes). Returns the milliseconds until it looks
  * again: at most a second. It polls, rather than have scrapes and the
- * refresh's end set its latch: an extra wake-up of the worker was seen to
- * lose a cycle's ack count (test/t/001_http_routes.pl).
+ * refresh's end set its latch, so that its wake-ups stay its own loop's.
  */
 long
 qs_gauges_tick(void)
@@ -354,6 +354,8 @@ qs_gauges_tick(void)
 	TimestampTz due;
 	BackgroundWorker w;
 	pid_t		pid;
+	MemoryContext oldcxt;
+	bool		registered;
 
 	if (qs_http_metrics_gauges_interval_s <= 0)
 		return -1;
@@ -385,7 +387,11 @@ qs_gauges_tick(void)
 	strlcpy(w.bgw_type, "queen_streams gauges", BGW_MAXLEN);
 	w.bgw_notify_pid = 0;
 	refresh_started = now;
-	if (!RegisterDynamicBackgroundWorker(&w, &refresh))
+	/* the handle outlives this turn of the loop, whose context is reset */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&w, &refresh);
+	MemoryContextSwitchTo(oldcxt);
+	if (!registered)
 	{
 		/* no free worker slot (max_worker_processes): try at the next interval */
 		refresh = NULL;
