@@ -91,6 +91,13 @@ if want lint; then
 		status=1
 		failed=$((failed + $(grep -c ': \(includes\|declares\|calls\) ' "$WORK/lint.out" || true)))
 	fi
+	note "== lint (the layer check catches planted breaches: scripts/check-layers-selftest.sh)"
+	if bash scripts/check-layers-selftest.sh 2>&1 | tee "$WORK/lint-self.out" && grep -qx 'layers selftest ok' "$WORK/lint-self.out"; then
+		passed=$((passed + 1))
+	else
+		status=1
+		failed=$((failed + 1))
+	fi
 	note "== lint (links between the pages: scripts/check-doc-links.pl)"
 	if perl scripts/check-doc-links.pl 2>&1 | tee "$WORK/links.out" && grep -qx 'links ok' "$WORK/links.out"; then
 		passed=$((passed + 1))
