@@ -10,6 +10,7 @@
  *    decides the batch's fate (retry budget, dead letter, or drop).
  */
 #include "storage/storage.h"
+#include "storage/pop_ready.h"
 #include "common/ids.h"
 #include "common/spi.h"
 

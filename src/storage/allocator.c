@@ -4,6 +4,7 @@
  * partition row lock, segment and hash rows.
  */
 #include "storage/storage.h"
+#include "storage/pop_ready.h"
 #include "common/ids.h"
 #include "common/spi.h"
 #include "common/text.h"

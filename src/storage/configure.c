@@ -11,6 +11,7 @@
  * anything is written.
  */
 #include "storage/storage.h"
+#include "storage/pop_ready.h"
 #include "common/hooks.h"
 #include "common/ids.h"
 #include "common/spi.h"

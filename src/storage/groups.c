@@ -11,6 +11,7 @@
  * Every function sees only the queues of its tenant.
  */
 #include "storage/storage.h"
+#include "storage/pop_ready.h"
 #include "common/args.h"
 #include "common/ids.h"
 #include "common/spi.h"

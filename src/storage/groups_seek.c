@@ -7,6 +7,7 @@
  * id order, as ack locks them.
  */
 #include "storage/storage.h"
+#include "storage/pop_ready.h"
 #include "common/args.h"
 #include "common/ids.h"
 #include "common/spi.h"

@@ -7,6 +7,7 @@
  * either lease the batch or, with auto-ack, move the cursor past it.
  */
 #include "storage/storage.h"
+#include "storage/pop_ready.h"
 #include "common/args.h"
 #include "common/ids.h"
 #include "common/spi.h"

@@ -82,6 +82,7 @@
  * pop.
  */
 #include "storage/storage.h"
+#include "storage/pop_ready.h"
 #include "common/ids.h"
 #include "common/spi.h"
 

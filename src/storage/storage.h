@@ -7,6 +7,7 @@
 
 #include "common/base.h"
 #include "common/json.h"
+#include "storage/codec.h"
 
 #include "storage/itemptr.h"
 #include "utils/relcache.h"
@@ -24,41 +25,6 @@ extern bool qs_encryption_fail_open;
 extern bool qs_encryption_unbound_read;
 extern bool qs_ack_requires_lease;
 extern void qs_storage_guc_init(void);
-
-/* Frame flags. */
-#define QS_FLAG_TRACE		0x01
-#define QS_FLAG_PRODUCER_SUB	0x02
-#define QS_FLAG_ENCRYPTED	0x04
-
-#define QS_HASH_LEN 16
-#define QS_FRAME_MIN_BODY 19	/* flags + id + txn_len */
-
-/* One decoded frame; every pointer points into the decompressed buffer. */
-typedef struct QsFrame
-{
-	uint8		flags;
-	const uint8 *id;			/* 16 bytes */
-	const uint8 *trace;			/* 16 bytes or NULL */
-	const char *txn;
-	int			txn_len;
-	const char *psub;			/* NULL when absent */
-	int			psub_len;
-	const char *payload;
-	int			payload_len;
-} QsFrame;
-
-/* codec.c */
-extern void qs_frame_append(StringInfo raw, uint8 flags, const pg_uuid_t *id,
-							const pg_uuid_t *trace, const char *txn, int txn_len,
-							const char *psub, int psub_len,
-							const char *payload, int payload_len);
-extern bool qs_frame_fits(bool trace, int txn_len, bool psub, int psub_len, int payload_len);
-extern uint64 qs_frame_check(bool trace, int txn_len, bool psub, int psub_len, int payload_len);
-extern bytea *qs_segment_compress(const char *raw, Size len);
-extern QsFrame *qs_segment_decode(bytea *blob, int64 count, const pg_uuid_t *pid, int64 base);
-extern QsFrame *qs_segment_try_decode(bytea *blob, int64 count, char **why);
-extern void qs_segment_corrupt_error(const pg_uuid_t *pid, int64 base, const char *why) pg_attribute_noreturn();
-extern void qs_txn_hash(const char *txn, int len, uint8 *out);
 
 /* encryption.c: AES-256-GCM payload envelopes */
 /* what an envelope is bound to: its frame's partition and transaction id */
@@ -138,26 +104,6 @@ typedef struct QsAppendMany
 	int64		base_offset;
 	TimestampTz created_at;
 } QsAppendMany;
-
-/*
- * pop_ready.c: per (queue, consumer group), the partitions that may have a
- * backlog, least recently served first (the wildcard pop's candidates)
- */
-typedef enum QsReadyState
-{
-	QS_READY_NONE,				/* no set: read every partition */
-	QS_READY_OK,
-	QS_READY_YOUNG				/* just built: qs_ready_retry when it gives nothing */
-} QsReadyState;
-extern QsReadyState qs_ready_prepare(Datum queue_id, const char *group, bool seek,
-									 TimestampTz seek_ts);
-extern bool qs_ready_retry(Datum queue_id, const char *group, bool seek, TimestampTz seek_ts);
-extern void qs_ready_served(Datum pid, Datum grp);
-extern void qs_ready_consumed(Datum pid, Datum grp);
-extern void qs_ready_pushed(const QsAppendMany *a, int n);
-extern void qs_ready_drop_queue(Datum queue_id);
-extern void qs_ready_forget(const pg_uuid_t *tenant, const char *group, Datum queue_id,
-							bool all_queues);
 
 /* row_lock.c */
 extern void qs_appends_lock(QsAppendMany *a, int n);
