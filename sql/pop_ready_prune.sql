@@ -51,4 +51,11 @@ SELECT pg_temp.due('g');
 SELECT jsonb_array_length(queen.pop('rr', consumer_group => 'g', batch => 1)->'messages') AS got;
 SELECT pg_temp.ready('g');
 
+-- below queen_streams.pop_ready_min_partitions (the test instances set 0),
+-- a queue is read whole: a new group's pop keeps no set for it
+SET queen_streams.pop_ready_min_partitions = 256;
+SELECT jsonb_array_length(queen.pop('rr', consumer_group => 'small', batch => 3, partitions => 3)->'messages') AS got;
+SELECT count(*) AS sets FROM queen.log_ready_groups WHERE consumer_group = 'small';
+RESET queen_streams.pop_ready_min_partitions;
+
 DROP EXTENSION queen_streams CASCADE;

@@ -18,6 +18,7 @@ int			qs_dedup_key_budget = 262144;
 int			qs_max_pop_batch = 10000;
 int			qs_max_pop_partitions = 1000;
 int			qs_pop_ready_recheck_s = 30;
+int			qs_pop_ready_min_partitions = 256;
 bool		qs_encryption_fail_open = false;
 bool		qs_encryption_unbound_read = true;
 bool		qs_ack_requires_lease = false;
@@ -54,6 +55,15 @@ qs_storage_guc_init(void)
 							&qs_pop_ready_recheck_s,
 							30, 1, 86400,
 							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen_streams.pop_ready_min_partitions",
+							gettext_noop("Fewest partitions a queue has before its wildcard pops keep a ready set."),
+							gettext_noop("Below it a wildcard pop reads every partition of the queue, which costs "
+										 "less than keeping the set in step with push, pop and ack."),
+							&qs_pop_ready_min_partitions,
+							256, 0, INT_MAX,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen_streams.zstd_level",

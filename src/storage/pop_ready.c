@@ -119,6 +119,12 @@ static QsPlan group_try_plan = {
 	2, {UUIDOID, TEXTOID}
 };
 
+/* Has the queue fewer than $2 partitions? (reads at most $2 index entries) */
+static QsPlan small_plan = {
+	"SELECT count(*) < $2 FROM (SELECT 1 FROM queen.log_partitions WHERE queue_id = $1 LIMIT $2) s",
+	2, {UUIDOID, INT4OID}
+};
+
 static QsPlan group_put_plan = {
 	"INSERT INTO queen.log_ready_groups (queue_id, consumer_group, built_at, checked_at)"
 	" VALUES ($1, $2, clock_timestamp(), clock_timestamp())"
@@ -474,6 +480,15 @@ qs_ready_prepare(Datum queue_id, const char *group, bool seek, TimestampTz seek_
 	qs_exec(&group_get_plan, args, NULL, 1);
 	if (SPI_processed == 0)
 	{
+		/* a small queue is read whole: cheaper than keeping a set in step */
+		if (qs_pop_ready_min_partitions > 0)
+		{
+			Datum		small[2] = {queue_id, Int32GetDatum(qs_pop_ready_min_partitions)};
+
+			qs_exec(&small_plan, small, NULL, 1);
+			if (qs_col_bool(0, 1, false))
+				return QS_READY_NONE;
+		}
 		qs_exec(&group_try_plan, args, NULL, 1);
 		if (!qs_col_bool(0, 1, false))
 			return QS_READY_NONE;

@@ -21,6 +21,7 @@ extern int	qs_dedup_key_budget;
 extern int	qs_max_pop_batch;
 extern int	qs_max_pop_partitions;
 extern int	qs_pop_ready_recheck_s;
+extern int	qs_pop_ready_min_partitions;
 extern bool qs_encryption_fail_open;
 extern bool qs_encryption_unbound_read;
 extern bool qs_ack_requires_lease;
