@@ -1028,25 +1028,30 @@ walk_request(PtState *st, Jsonb *jb, const char *psub)
  * Walking was faster than writing the jsonb out as text for the text
  * reader (bench/README.md).
  */
-PG_FUNCTION_INFO_V1(qs_push);
-Datum
-qs_push(PG_FUNCTION_ARGS)
+/*
+ * The arguments both SQL entries share: (request, tenant, producer_sub).
+ * Returns the producer subject: the caller's (the token's), never the body's.
+ */
+static char *
+entry_args(FunctionCallInfo fcinfo, pg_uuid_t *tenant)
 {
-	Jsonb	   *req;
-	pg_uuid_t	tenant;
-	PtState		st;
-	int			ng;
-	char	   *psub = NULL;
-
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("items array is required")));
-	req = PG_GETARG_JSONB_P(0);
-	qs_tenant_arg(fcinfo, 1, &tenant);
-	/* the pusher's identity comes from the caller (the token), never the body */
-	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
-		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	qs_tenant_arg(fcinfo, 1, tenant);
+	return PG_NARGS() > 2 && !PG_ARGISNULL(2) ? text_to_cstring(PG_GETARG_TEXT_PP(2)) : NULL;
+}
+
+PG_FUNCTION_INFO_V1(qs_push);
+Datum
+qs_push(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t	tenant;
+	char	   *psub = entry_args(fcinfo, &tenant);
+	Jsonb	   *req = PG_GETARG_JSONB_P(0);
+	PtState		st;
+	int			ng;
 
 	walk_request(&st, req, psub);
 	check_request(&st);
@@ -1063,20 +1068,11 @@ PG_FUNCTION_INFO_V1(qs_push_text);
 Datum
 qs_push_text(PG_FUNCTION_ARGS)
 {
-	text	   *req;
 	pg_uuid_t	tenant;
+	char	   *psub = entry_args(fcinfo, &tenant);
+	text	   *req = PG_GETARG_TEXT_PP(0);
 	PtState		st;
 	int			ng;
-	char	   *psub = NULL;
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("items array is required")));
-	req = PG_GETARG_TEXT_PP(0);
-	qs_tenant_arg(fcinfo, 1, &tenant);
-	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
-		psub = text_to_cstring(PG_GETARG_TEXT_PP(2));
 
 	read_request(&st, VARDATA_ANY(req), VARSIZE_ANY_EXHDR(req), psub, false);
 
