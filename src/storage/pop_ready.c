@@ -213,18 +213,19 @@ static QsPlan build_recent_plan = {
 /*
  * A rebuild's prune: the group's rows with no backlog (caught up by a path
  * that does not delete, e.g. a stream cycle's ack, or gone past retention)
- * and the extra rows of a partition (all but its first). Locked without
- * waiting, then deleted by delete_plan.
+ * and the extra rows of a partition (all but its first), not those this
+ * transaction moved (own_moved). Locked without waiting, then deleted by
+ * delete_plan.
  */
 static QsPlan prune_lock_plan = {
 	"SELECT r.ctid FROM queen.log_ready r"
-	" WHERE r.queue_id = $1 AND r.consumer_group = $2"
+	" WHERE r.queue_id = $1 AND r.consumer_group = $2 AND r.ctid <> ALL ($3::tid[])"
 	"   AND (" NO_BACKLOG
 	"        OR EXISTS (SELECT 1 FROM queen.log_ready d"
 	"                    WHERE d.partition_id = r.partition_id"
 	"                      AND d.consumer_group = r.consumer_group AND d.ctid < r.ctid))"
 	" FOR UPDATE OF r SKIP LOCKED",
-	2, {UUIDOID, TEXTOID}
+	3, {UUIDOID, TEXTOID, TIDARRAYOID}
 };
 
 /* Rows $1 (locked by this transaction), if the test still holds now. */
@@ -316,16 +317,17 @@ static QsPlan drop_groups_plan = {
 };
 
 /*
- * Rows that a push or a pop holds stay (extra rows the next build keeps or
- * the rebuild after it prunes): forgetting never waits on them.
+ * Rows that a push or a pop holds, and those this transaction moved
+ * (own_moved), stay (extra rows the next build keeps or the rebuild after
+ * it prunes): forgetting never waits on them nor makes a push wait.
  */
 static QsPlan forget_rows_plan = {
 	"DELETE FROM queen.log_ready WHERE ctid = ANY (ARRAY("
 	"  SELECT r.ctid FROM queen.log_ready r JOIN queen.queues q ON q.id = r.queue_id"
 	"   WHERE q.tenant_id = $1 AND r.consumer_group = $2"
-	"     AND ($3::uuid IS NULL OR r.queue_id = $3)"
+	"     AND ($3::uuid IS NULL OR r.queue_id = $3) AND r.ctid <> ALL ($4::tid[])"
 	"   FOR UPDATE OF r SKIP LOCKED))",
-	3, {UUIDOID, TEXTOID, UUIDOID}
+	4, {UUIDOID, TEXTOID, UUIDOID, TIDARRAYOID}
 };
 
 static QsPlan forget_group_plan = {
@@ -436,6 +438,8 @@ rebuild(Datum queue_id, Datum grp, bool seek, TimestampTz seek_ts)
 	/* under a transaction snapshot the re-test cannot see a later push: keep the rows */
 	if (!IsolationUsesXactSnapshot())
 	{
+		own_reset_if_stale();
+		args[2] = tid_array(own_moved, own_n);
 		qs_exec(&prune_lock_plan, args, NULL, 0);
 		delete_locked(true);
 	}
@@ -599,14 +603,16 @@ qs_ready_pushed(const QsAppendMany *a, int n)
 void
 qs_ready_forget(const pg_uuid_t *tenant, const char *group, Datum queue_id, bool all_queues)
 {
-	Datum		args[3];
-	char		nulls[3] = "   ";
+	Datum		args[4];
+	char		nulls[4] = "    ";
 
 	if (!ready_available())
 		return;
+	own_reset_if_stale();
 	args[0] = qs_uuid_datum(tenant);
 	args[1] = CStringGetTextDatum(group);
 	args[2] = queue_id;
+	args[3] = tid_array(own_moved, own_n);
 	if (all_queues)
 		nulls[2] = 'n';
 	qs_exec(&forget_group_plan, args, nulls, 0);

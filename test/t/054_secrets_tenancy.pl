@@ -164,7 +164,12 @@ my $admin = hs256({ role => 'admin', exp => $later }, $secret2);
 
 $node->append_conf('postgresql.conf', "queen_streams.tenancy = header\n");
 $node->reload;
-($st, $doc) = until_status(403, 'POST', '/api/v1/push', $push, $rw, $A);
+# a read first, until a worker has the new setting, and a moment for the
+# other worker (the reload reaches both at once): a push sent before a
+# worker reloads would be served, and write, under the old setting
+until_status(403, 'GET', '/api/v1/resources/queues', undef, $rw, $A);
+usleep(500_000);
+($st, $doc) = call('POST', '/api/v1/push', $push, $rw, $A);
 is($st, 403, 'tenancy = header, no jwt_tenant_claim: a token is not trusted with the header\'s tenant');
 is(err($doc), 'the token names no tenant', 'error says why');
 ($st) = call('POST', '/api/v1/system/maintenance', { enabled => JSON::PP::true }, $admin, $A);
