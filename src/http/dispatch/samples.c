@@ -43,6 +43,50 @@ qs_samples_take(void)
 }
 
 /*
+ * The messages each sampled counter moved, summed over the tenant's queues
+ * (or one queue), from ring slot `prev` to slot `cur`, or to the counters
+ * now when cur < 0 (the interval still open).
+ */
+static void
+interval_sum(QsHttpShared *s, const pg_uuid_t *tenant, const char *queue, int prev, int cur,
+			 int64 *sum)
+{
+	memset(sum, 0, sizeof(int64) * QS_SAMPLED);
+	for (int i = 1; i < s->nstats; i++)
+	{
+		QsQueueStat *e = &s->stats[i];
+
+		if (pg_atomic_read_u32(&e->ready) == 0)
+			continue;
+		pg_read_barrier();
+		if (memcmp(&e->tenant, tenant, sizeof(pg_uuid_t)) != 0 ||
+			(queue && strncmp(e->name, queue, QS_STAT_NAME - 1) != 0))
+			continue;
+		for (int k = 0; k < QS_SAMPLED; k++)
+		{
+			uint64		to = cur < 0 ? pg_atomic_read_u64(&e->c[sampled[k]]) : e->sample[cur][k];
+
+			if (to > e->sample[prev][k])
+				sum[k] += (int64) (to - e->sample[prev][k]);
+		}
+	}
+}
+
+/* One entry of the answer's samples: the interval (from, at]. */
+static void
+put_interval(QsJson *j, TimestampTz from, TimestampTz at, const int64 *sum, bool partial)
+{
+	qsj_object(j, NULL);
+	qsj_time_ms(j, "at", at);
+	qsj_int(j, "seconds", (at - from + USECS_PER_SEC / 2) / USECS_PER_SEC);
+	for (int k = 0; k < QS_SAMPLED; k++)
+		qsj_int(j, sampled_key[k], sum[k]);
+	if (partial)
+		qsj_bool(j, "partial", true);
+	qsj_end_object(j);
+}
+
+/*
  * SQL: queen_streams.dashboard_throughput(queue text, tenant uuid) —
  * {intervalSeconds, queue, samples:[{at, seconds, pushed, popped, acked}]}:
  * per interval between two consecutive samples (oldest first), the messages
@@ -77,33 +121,14 @@ qs_dashboard_throughput(PG_FUNCTION_ARGS)
 		pg_read_barrier();
 		/* intervals end at samples first..seq; each needs the one before */
 		first = seq >= QS_SAMPLES ? seq - QS_SAMPLES + 2 : 2;
-		for (uint64 n = first; n <= seq; n++)
+		for (uint64 n = first; s && n <= seq; n++)
 		{
 			int			cur = (int) (n % QS_SAMPLES);
 			int			prev = (int) ((n - 1) % QS_SAMPLES);
-			int64		sum[QS_SAMPLED] = {0};
+			int64		sum[QS_SAMPLED];
 
-			for (int i = 1; s && i < s->nstats; i++)
-			{
-				QsQueueStat *e = &s->stats[i];
-
-				if (pg_atomic_read_u32(&e->ready) == 0)
-					continue;
-				pg_read_barrier();
-				if (memcmp(&e->tenant, &tenant, sizeof(pg_uuid_t)) != 0 ||
-					(queue && strncmp(e->name, queue, QS_STAT_NAME - 1) != 0))
-					continue;
-				for (int k = 0; k < QS_SAMPLED; k++)
-					if (e->sample[cur][k] > e->sample[prev][k])
-						sum[k] += (int64) (e->sample[cur][k] - e->sample[prev][k]);
-			}
-			qsj_object(&j, NULL);
-			qsj_time_ms(&j, "at", s->sample_at[cur]);
-			qsj_int(&j, "seconds",
-					(s->sample_at[cur] - s->sample_at[prev] + USECS_PER_SEC / 2) / USECS_PER_SEC);
-			for (int k = 0; k < QS_SAMPLED; k++)
-				qsj_int(&j, sampled_key[k], sum[k]);
-			qsj_end_object(&j);
+			interval_sum(s, &tenant, queue, prev, cur, sum);
+			put_interval(&j, s->sample_at[prev], s->sample_at[cur], sum, false);
 		}
 		/*
 		 * The interval still open, from the newest sample to now: the chart
@@ -113,34 +138,10 @@ qs_dashboard_throughput(PG_FUNCTION_ARGS)
 		if (s && seq >= 1)
 		{
 			int			cur = (int) (seq % QS_SAMPLES);
-			TimestampTz now = GetCurrentTimestamp();
-			int64		sum[QS_SAMPLED] = {0};
+			int64		sum[QS_SAMPLED];
 
-			for (int i = 1; i < s->nstats; i++)
-			{
-				QsQueueStat *e = &s->stats[i];
-
-				if (pg_atomic_read_u32(&e->ready) == 0)
-					continue;
-				pg_read_barrier();
-				if (memcmp(&e->tenant, &tenant, sizeof(pg_uuid_t)) != 0 ||
-					(queue && strncmp(e->name, queue, QS_STAT_NAME - 1) != 0))
-					continue;
-				for (int k = 0; k < QS_SAMPLED; k++)
-				{
-					uint64		c = pg_atomic_read_u64(&e->c[sampled[k]]);
-
-					if (c > e->sample[cur][k])
-						sum[k] += (int64) (c - e->sample[cur][k]);
-				}
-			}
-			qsj_object(&j, NULL);
-			qsj_time_ms(&j, "at", now);
-			qsj_int(&j, "seconds", (now - s->sample_at[cur] + USECS_PER_SEC / 2) / USECS_PER_SEC);
-			for (int k = 0; k < QS_SAMPLED; k++)
-				qsj_int(&j, sampled_key[k], sum[k]);
-			qsj_bool(&j, "partial", true);
-			qsj_end_object(&j);
+			interval_sum(s, &tenant, queue, cur, -1, sum);
+			put_interval(&j, s->sample_at[cur], GetCurrentTimestamp(), sum, true);
 		}
 		qsj_end_array(&j);
 		qsj_end_object(&j);
